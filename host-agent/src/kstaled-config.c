@@ -1,0 +1,271 @@
+#define G_LOG_DOMAIN "kstaled-agent"
+
+#include "kstaled-config.h"
+
+#include <string.h>
+
+#define DOMAIN_GROUP_PREFIX "domain "
+#define KIB_PER_MIB G_GUINT64_CONSTANT (1024)
+/* Sizes above this many MiB (1 PiB) are typos, and would overflow KiB. */
+#define MAX_MIB (G_GUINT64_CONSTANT (1) << 30)
+
+KstaledConfig *
+kstaled_config_new (void)
+{
+  KstaledConfig *config = g_new0 (KstaledConfig, 1);
+
+  config->uri = g_strdup (KSTALED_DEFAULT_URI);
+  config->poll_interval = 10;
+  config->state_file = g_strdup (KSTALED_DEFAULT_STATE_FILE);
+  config->balloon_stats_period = 5;
+  config->defaults.enabled = TRUE;
+  kstaled_policy_config_init (&config->defaults.policy);
+  config->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                           g_free);
+  return config;
+}
+
+void
+kstaled_config_free (KstaledConfig *config)
+{
+  if (config == NULL)
+    return;
+  g_free (config->uri);
+  g_free (config->state_file);
+  g_hash_table_unref (config->domains);
+  g_free (config);
+}
+
+static gboolean
+read_uint (GKeyFile *kf, const char *group, const char *key, guint64 min,
+           guint64 max, guint64 *out, GError **error)
+{
+  g_autofree gchar *value = NULL;
+  g_autoptr (GError) local_error = NULL;
+
+  if (!g_key_file_has_key (kf, group, key, NULL))
+    return TRUE;
+  value = g_key_file_get_value (kf, group, key, error);
+  if (value == NULL)
+    return FALSE;
+  g_strstrip (value);
+  if (!g_ascii_string_to_unsigned (value, 10, min, max, out, &local_error))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "[%s] %s: %s", group, key, local_error->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+read_guint (GKeyFile *kf, const char *group, const char *key, guint min,
+            guint max, guint *out, GError **error)
+{
+  guint64 value = *out;
+
+  if (!read_uint (kf, group, key, min, max, &value, error))
+    return FALSE;
+  *out = (guint) value;
+  return TRUE;
+}
+
+static gboolean
+read_mib (GKeyFile *kf, const char *group, const char *key, guint64 min_mib,
+          guint64 *kib, GError **error)
+{
+  guint64 mib = *kib / KIB_PER_MIB;
+
+  if (!read_uint (kf, group, key, min_mib, MAX_MIB, &mib, error))
+    return FALSE;
+  *kib = mib * KIB_PER_MIB;
+  return TRUE;
+}
+
+static gboolean
+read_bool (GKeyFile *kf, const char *group, const char *key, gboolean *out,
+           GError **error)
+{
+  GError *local_error = NULL;
+  gboolean value;
+
+  if (!g_key_file_has_key (kf, group, key, NULL))
+    return TRUE;
+  value = g_key_file_get_boolean (kf, group, key, &local_error);
+  if (local_error != NULL)
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "[%s] %s: %s", group, key, local_error->message);
+      g_error_free (local_error);
+      return FALSE;
+    }
+  *out = value;
+  return TRUE;
+}
+
+static gboolean
+check_keys (GKeyFile *kf, const char *group, const char *const *allowed,
+            GError **error)
+{
+  g_auto (GStrv) keys = g_key_file_get_keys (kf, group, NULL, error);
+
+  if (keys == NULL)
+    return FALSE;
+  for (guint i = 0; keys[i]; i++)
+    if (!g_strv_contains (allowed, keys[i]))
+      {
+        g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND,
+                     "[%s]: unknown key \"%s\"", group, keys[i]);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+static const char *const policy_keys[] = {
+  "enabled", "idle-age", "headroom-percent", "headroom-mib", "min-memory-mib",
+  "hysteresis-mib", "hysteresis-percent", "max-step-mib", "max-report-age",
+  "stale-drop-mib", "swap-in-rate-kib", "major-fault-rate",
+  "pressure-holdoff", "reclaim-swap-backed", NULL
+};
+
+static const char *const agent_keys[] = {
+  "uri", "poll-interval", "metrics-port", "state-file", "dry-run",
+  "balloon-stats-period", NULL
+};
+
+static gboolean
+read_domain_config (GKeyFile *kf, const char *group, KstaledDomainConfig *dc,
+                    GError **error)
+{
+  KstaledPolicyConfig *p = &dc->policy;
+
+  if (!check_keys (kf, group, policy_keys, error) ||
+      !read_bool (kf, group, "enabled", &dc->enabled, error) ||
+      !read_guint (kf, group, "idle-age", 1, 240, &p->idle_age, error) ||
+      !read_guint (kf, group, "headroom-percent", 0, 1000,
+                   &p->headroom_percent, error) ||
+      !read_mib (kf, group, "headroom-mib", 0, &p->headroom_kib, error) ||
+      !read_mib (kf, group, "min-memory-mib", 0, &p->min_memory_kib, error) ||
+      !read_mib (kf, group, "hysteresis-mib", 0, &p->hysteresis_kib, error) ||
+      !read_guint (kf, group, "hysteresis-percent", 0, 100,
+                   &p->hysteresis_percent, error) ||
+      !read_mib (kf, group, "max-step-mib", 1, &p->max_step_kib, error) ||
+      !read_guint (kf, group, "max-report-age", 1, 86400, &p->max_report_age,
+                   error) ||
+      !read_mib (kf, group, "stale-drop-mib", 0, &p->stale_drop_kib, error) ||
+      !read_uint (kf, group, "swap-in-rate-kib", 0, MAX_MIB,
+                  &p->swap_in_rate_kib, error) ||
+      !read_uint (kf, group, "major-fault-rate", 0, MAX_MIB,
+                  &p->major_fault_rate, error) ||
+      !read_guint (kf, group, "pressure-holdoff", 0, 86400,
+                   &p->pressure_holdoff, error) ||
+      !read_bool (kf, group, "reclaim-swap-backed", &p->reclaim_swap_backed,
+                  error))
+    return FALSE;
+  if (kstaled_bucket_index (p->idle_age) < 0)
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "[%s] idle-age: %u is not a bucket threshold "
+                   "(1, 2, 5, 15, 30, 60, 120, 240)", group, p->idle_age);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+read_string (GKeyFile *kf, const char *group, const char *key, gchar **out,
+             GError **error)
+{
+  gchar *value;
+
+  if (!g_key_file_has_key (kf, group, key, NULL))
+    return TRUE;
+  value = g_key_file_get_string (kf, group, key, error);
+  if (value == NULL)
+    return FALSE;
+  g_free (*out);
+  *out = value;
+  return TRUE;
+}
+
+KstaledConfig *
+kstaled_config_load_data (const char *data, gsize len, GError **error)
+{
+  g_autoptr (GKeyFile) kf = g_key_file_new ();
+  g_autoptr (KstaledConfig) config = kstaled_config_new ();
+  g_auto (GStrv) groups = NULL;
+
+  if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, error))
+    return NULL;
+
+  if (g_key_file_has_group (kf, "agent"))
+    {
+      if (!check_keys (kf, "agent", agent_keys, error) ||
+          !read_string (kf, "agent", "uri", &config->uri, error) ||
+          !read_guint (kf, "agent", "poll-interval", 1, 3600,
+                       &config->poll_interval, error) ||
+          !read_guint (kf, "agent", "metrics-port", 0, 65535,
+                       &config->metrics_port, error) ||
+          !read_string (kf, "agent", "state-file", &config->state_file,
+                        error) ||
+          !read_bool (kf, "agent", "dry-run", &config->dry_run, error) ||
+          !read_guint (kf, "agent", "balloon-stats-period", 0, 3600,
+                       &config->balloon_stats_period, error))
+        return NULL;
+    }
+  /* [policy] first: the domain groups start from its values. */
+  if (g_key_file_has_group (kf, "policy") &&
+      !read_domain_config (kf, "policy", &config->defaults, error))
+    return NULL;
+
+  groups = g_key_file_get_groups (kf, NULL);
+  for (guint i = 0; groups[i]; i++)
+    {
+      const char *group = groups[i];
+      const char *name;
+      KstaledDomainConfig *dc;
+
+      if (g_str_equal (group, "agent") || g_str_equal (group, "policy"))
+        continue;
+      if (!g_str_has_prefix (group, DOMAIN_GROUP_PREFIX) ||
+          group[strlen (DOMAIN_GROUP_PREFIX)] == '\0')
+        {
+          g_set_error (error, G_KEY_FILE_ERROR,
+                       G_KEY_FILE_ERROR_GROUP_NOT_FOUND,
+                       "unknown group [%s] (expected [agent], [policy] or "
+                       "[domain NAME])", group);
+          return NULL;
+        }
+      name = group + strlen (DOMAIN_GROUP_PREFIX);
+      dc = g_new (KstaledDomainConfig, 1);
+      *dc = config->defaults;
+      g_hash_table_replace (config->domains, g_strdup (name), dc);
+      if (!read_domain_config (kf, group, dc, error))
+        return NULL;
+    }
+  return g_steal_pointer (&config);
+}
+
+KstaledConfig *
+kstaled_config_load_file (const char *path, GError **error)
+{
+  g_autofree gchar *data = NULL;
+  gsize len;
+  KstaledConfig *config;
+  GError *local_error = NULL;
+
+  if (!g_file_get_contents (path, &data, &len, error))
+    return NULL;
+  config = kstaled_config_load_data (data, len, &local_error);
+  if (config == NULL)
+    g_propagate_prefixed_error (error, local_error, "%s: ", path);
+  return config;
+}
+
+const KstaledDomainConfig *
+kstaled_config_for_domain (const KstaledConfig *config, const char *name)
+{
+  const KstaledDomainConfig *dc = g_hash_table_lookup (config->domains, name);
+
+  return dc ? dc : &config->defaults;
+}
