@@ -14,6 +14,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 canonical=$top/docs/virtio_kstaled.h
 mode=${1:?usage: $0 qemu|kernel PATCHDIR}
 dir=${2:?usage: $0 qemu|kernel PATCHDIR}
+dir=$(cd "$dir" && pwd)
 case "$mode" in
 qemu) path=include/standard-headers/linux/virtio_kstaled.h
 	ids=include/standard-headers/linux/virtio_ids.h ;;
