@@ -1,0 +1,97 @@
+#!/bin/bash
+# build-kernel.sh [--without-kstaled] [--output FILE]
+# Build the guest kernel: Debian's linux-source-6.12, the project's patch
+# series (guest-kernel/patches/series, then series.driver if present), the
+# config fragment guest-kernel/kstaled.config merged onto tinyconfig.
+# The bzImage is cached under $KSTALED_CACHE/kernel-<hash>/, keyed by the
+# source version, the patches and the config; the path is printed on stdout
+# (and the image copied to --output FILE when given).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+variant=kstaled
+output=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--without-kstaled) variant=no-kstaled ;;
+	--output) output=${2:?--output needs a file}; shift ;;
+	*) die "unknown argument '$1'" ;;
+	esac
+	shift
+done
+
+tarball=/usr/src/linux-source-6.12.tar.xz
+[ -f "$tarball" ] ||
+	die "$tarball missing: install linux-source-6.12 from bookworm-backports (scripts/setup-host.sh)"
+source_version=$(dpkg-query -W -f='${Version}' linux-source-6.12)
+
+patch_dir=$KSTALED_TOP/guest-kernel/patches
+patches=()
+add_series "$patch_dir"
+[ -f "$patch_dir/series.driver" ] && add_series "$patch_dir" series.driver
+fragments=("$KSTALED_TOP/guest-kernel/kstaled.config")
+[ "$variant" = no-kstaled ] && fragments+=("$KSTALED_TOP/guest-kernel/without-kstaled.config")
+
+hash=$(input_hash "linux-source-6.12 $source_version" "$variant" \
+	"${patches[@]}" "${fragments[@]}" "$0")
+out_dir=$KSTALED_CACHE/kernel-$variant-$hash
+
+# check_config CONFIG FRAGMENT...: every option the fragments ask for (the
+# last fragment to name an option wins) must be in the final config, so a
+# misspelt option or an unmet dependency stops the build instead of
+# silently producing a different kernel.
+check_config() {
+	local config=$1 missing
+	shift
+	missing=$(cat "$@" | sed -n 's/^\(CONFIG_[A-Za-z0-9_]*\)=\(.*\)$/\1 \2/p;
+			s/^# \(CONFIG_[A-Za-z0-9_]*\) is not set$/\1 n/p' |
+		awk '{ want[$1] = $2 } END { for (k in want) print k, want[k] }' |
+		while read -r option value; do
+			if [ "$value" = n ]; then
+				grep -q "^$option=" "$config" && echo "$option=n"
+			else
+				grep -qx "$option=$value" "$config" || echo "$option=$value"
+			fi
+		done; true)
+	[ -z "$missing" ] || die "kernel config did not take these options (dependency unmet or misspelt):
+$missing"
+}
+
+build() {
+	[ -f "$out_dir/bzImage" ] && return
+	local work=$KSTALED_CACHE/kernel-work-$variant src build start
+	src=$work/linux-source-6.12
+	build=$work/build
+	start=$(date +%s)
+	rm -rf "$work"
+	mkdir -p "$work"
+	log "unpacking $tarball ($source_version)"
+	tar --no-same-owner -xf "$tarball" -C "$work" || die "cannot unpack $tarball"
+	log "applying ${#patches[@]} patches"
+	apply_series "$src" "${patches[@]}"
+
+	# A fixed work path plus CCACHE_BASEDIR let ccache hit across variants
+	# and across rebuilds with changed patches.
+	export CCACHE_BASEDIR=$work KBUILD_BUILD_TIMESTAMP="2026-01-01" \
+		KBUILD_BUILD_USER=kstaled-vm KBUILD_BUILD_HOST=kstaled-vm
+	local make=(make -C "$src" O="$build" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)")
+	"${make[@]}" -s tinyconfig >/dev/null
+	"$src/scripts/kconfig/merge_config.sh" -m -O "$build" "$build/.config" \
+		"${fragments[@]}" >/dev/null
+	"${make[@]}" -s olddefconfig
+	check_config "$build/.config" "${fragments[@]}"
+	log "building bzImage ($variant)"
+	if ! "${make[@]}" -s bzImage >"$work/build.log" 2>&1; then
+		tail -n 40 "$work/build.log" >&2
+		die "kernel build failed ($variant); full log: $work/build.log"
+	fi
+	mkdir -p "$out_dir.tmp"
+	cp "$build/arch/x86/boot/bzImage" "$build/.config" "$out_dir.tmp/"
+	rm -rf "$out_dir"
+	mv "$out_dir.tmp" "$out_dir"
+	log "built $out_dir/bzImage in $(($(date +%s) - start)) s"
+}
+
+[ -f "$out_dir/bzImage" ] || with_lock "kernel-$variant" build
+[ -n "$output" ] && cp "$out_dir/bzImage" "$output"
+echo "$out_dir/bzImage"
