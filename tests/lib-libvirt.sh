@@ -1,0 +1,81 @@
+# Helpers for tests and the demo that run guests under a real libvirtd;
+# sourced after scripts/lib.sh.
+# shellcheck shell=bash
+
+LIBVIRT_URI=qemu:///system
+virsh_() { virsh -q -c "$LIBVIRT_URI" "$@"; }
+
+# libvirt_start: use the running libvirtd, or start one and remember its
+# pid so libvirt_stop stops exactly what was started here.
+libvirt_started_pid=
+libvirt_start() {
+	local i
+	if virsh_ uri >/dev/null 2>&1; then
+		return
+	fi
+	command -v libvirtd >/dev/null || die "libvirtd missing: run scripts/setup-host.sh"
+	grep -q '^# kstaled-vm: settings' /etc/libvirt/qemu.conf ||
+		die "/etc/libvirt/qemu.conf lacks kstaled-vm's settings: run scripts/setup-host.sh"
+	local pidfile=$KSTALED_CACHE/libvirtd.pid
+	mkdir -p "$KSTALED_CACHE"
+	rm -f "$pidfile"
+	libvirtd -d -p "$pidfile" || die "libvirtd failed to start"
+	for i in $(seq 100); do
+		virsh_ uri >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	virsh_ uri >/dev/null 2>&1 || die "libvirtd started but $LIBVIRT_URI does not answer"
+	libvirt_started_pid=$(cat "$pidfile")
+}
+
+libvirt_stop() {
+	[ -n "$libvirt_started_pid" ] || return 0
+	kill "$libvirt_started_pid" 2>/dev/null || true
+	for _ in $(seq 50); do
+		kill -0 "$libvirt_started_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	libvirt_started_pid=
+}
+
+# domain_xml NAME MEMORY_MIB CMDLINE CONSOLE_LOG: docs/kstaled-domain.xml
+# filled in with this build's emulator, kernel and initramfs.
+domain_xml() {
+	sed -e "s|@NAME@|$1|" -e "s|@MEMORY_MIB@|$2|g" -e "s|@CMDLINE@|$3|" \
+		-e "s|@CONSOLE_LOG@|$4|" -e "s|@EMULATOR@|$(guest_qemu)|" \
+		-e "s|@KERNEL@|$(guest_kernel)|" -e "s|@INITRD@|$(guest_initramfs)|" \
+		"$KSTALED_TOP/docs/kstaled-domain.xml"
+}
+
+# domain_start NAME MEMORY_MIB CMDLINE: start a transient domain; its
+# console log path is printed.  Any leftover domain of that name goes first.
+domain_start() {
+	local name=$1 log=$KSTALED_CACHE/console-$1.log xml
+	virsh_ destroy "$name" >/dev/null 2>&1 || true
+	rm -f "$log"
+	xml=$(mktemp)
+	domain_xml "$name" "$2" "$3" "$log" >"$xml"
+	virsh_ create "$xml" >/dev/null || { rm -f "$xml"; die "virsh create $name failed"; }
+	rm -f "$xml"
+	echo "$log"
+}
+
+domain_destroy() {
+	virsh_ destroy "$1" >/dev/null 2>&1 || true
+}
+
+# wait_for_file_line FILE PATTERN SECONDS: wait until FILE has a line
+# matching the extended regex PATTERN.
+wait_for_file_line() {
+	local file=$1 pattern=$2 deadline=$((SECONDS + $3))
+	while [ $SECONDS -lt "$deadline" ]; do
+		grep -qE "$pattern" "$file" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# domain_balloon_kib NAME: the balloon's current size as QEMU reports it.
+domain_balloon_kib() {
+	virsh_ dommemstat "$1" | awk '$1 == "actual" { print $2 }'
+}
