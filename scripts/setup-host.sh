@@ -34,6 +34,8 @@ packages=(
 	busybox-static
 	libvirt-daemon-system libvirt-clients libvirt-dev
 	libjson-c-dev jq
+	clang libclang-rt-14-dev
+	python3-matplotlib
 )
 backports_packages=(meson python3-pycotap linux-source-6.12)
 
