@@ -10,10 +10,7 @@ set -euo pipefail
 
 "$KSTALED_TOP/scripts/setup-host.sh"
 build_dir=${KSTALED_BUILD_DIR:-$KSTALED_TOP/build}
-if [ ! -f "$build_dir/build.ninja" ]; then
-	/usr/bin/meson setup "$build_dir" "$KSTALED_TOP" >/dev/null
-fi
-/usr/bin/meson compile -C "$build_dir"
+meson_build "$build_dir"
 export KSTALED_KERNEL=$build_dir/bzImage KSTALED_QEMU=$build_dir/qemu-system-x86_64 \
 	KSTALED_INITRAMFS=$build_dir/tests/initramfs.cpio.gz
 

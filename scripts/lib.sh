@@ -107,3 +107,17 @@ guest_accel_args() {
 	*) die "KSTALED_ACCEL=${KSTALED_ACCEL}: expected tcg or kvm" ;;
 	esac
 }
+
+# meson_build DIR: configure (or reconfigure) the meson build directory DIR
+# for this checkout and build everything in it: the entry point shared by
+# the test, demo and benchmark commands.
+meson_build() {
+	local build_dir=$1
+	# /usr/bin/meson is backports' (>= 1.5); never a pip one first on PATH.
+	if [ -f "$build_dir/build.ninja" ]; then
+		/usr/bin/meson setup --reconfigure "$build_dir" "$KSTALED_TOP" >/dev/null
+	else
+		/usr/bin/meson setup "$build_dir" "$KSTALED_TOP" >/dev/null
+	fi
+	/usr/bin/meson compile -C "$build_dir"
+}

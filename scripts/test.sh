@@ -9,17 +9,10 @@ set -euo pipefail
 "$KSTALED_TOP/scripts/setup-host.sh"
 
 build_dir=${KSTALED_BUILD_DIR:-$KSTALED_TOP/build}
-# /usr/bin/meson is backports' (>= 1.5); never a pip one first on PATH.
-meson=/usr/bin/meson
-if [ -f "$build_dir/build.ninja" ]; then
-	"$meson" setup --reconfigure "$build_dir" "$KSTALED_TOP" >/dev/null
-else
-	"$meson" setup "$build_dir" "$KSTALED_TOP"
-fi
-"$meson" compile -C "$build_dir"
+meson_build "$build_dir"
 
 set +e
-"$meson" test -C "$build_dir" --print-errorlogs --num-processes 2 "$@"
+/usr/bin/meson test -C "$build_dir" --print-errorlogs --num-processes 2 "$@"
 rc=$?
 set -e
 # One closing line any CI reader understands.
