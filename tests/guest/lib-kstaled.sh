@@ -67,3 +67,67 @@ expect_below() {
 	echo "$1: got $2, want < $3"
 	[ "$2" -lt "$3" ] || fail "$1: $2 bytes is not below $3"
 }
+
+# cmdline_param NAME DEFAULT: the value of NAME=VALUE on the kernel
+# command line, or DEFAULT.
+cmdline_param() {
+	local arg value=$2
+	for arg in $(cat /proc/cmdline); do
+		case "$arg" in "$1"=*) value=${arg#*=} ;; esac
+	done
+	echo "$value"
+}
+
+# task_cpu_ticks PID: user + system CPU time of a task, in USER_HZ ticks
+# (100 per second on x86).
+task_cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# children_cpu_ticks: CPU time of this shell's finished children.
+children_cpu_ticks() {
+	awk '{ print $16 + $17 }' /proc/$$/stat
+}
+
+# uptime_ms: monotonic wall clock of the guest, in milliseconds.
+uptime_ms() {
+	awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime
+}
+
+# kthread_pid NAME: pid of the kernel thread whose comm is NAME.
+kthread_pid() {
+	local comm
+	for comm in /proc/[0-9]*/comm; do
+		[ "$(cat "$comm" 2>/dev/null)" = "$1" ] && { comm=${comm%/comm}; echo "${comm#/proc/}"; return; }
+	done
+	fail "no kernel thread named $1"
+}
+
+# The guest's page frame span, as kstaled walks it: "START END" pfns of
+# the populated zones.
+pfn_span() {
+	awk '$1 == "spanned" { spanned = $2 }
+		$1 == "start_pfn:" && spanned { s = $2; e = $2 + spanned
+			if (!lo || s < lo) lo = s; if (e > hi) hi = e }
+		END { print lo, hi }' /proc/zoneinfo
+}
+
+# damon_paddr_setup: one DAMON context monitoring every System RAM range
+# of physical memory, with DAMON's default intervals, not yet started.
+# DAMON_ADMIN is the sysfs directory of its kdamond.
+DAMON_ADMIN=/sys/kernel/mm/damon/admin/kdamonds/0
+damon_paddr_setup() {
+	local ctx=$DAMON_ADMIN/contexts/0 target i=0
+	echo 1 >/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds
+	echo 1 >$DAMON_ADMIN/contexts/nr_contexts
+	echo paddr >$ctx/operations
+	echo 1 >$ctx/targets/nr_targets
+	target=$ctx/targets/0
+	grep ' : System RAM$' /proc/iomem >/tmp/ram-ranges
+	echo "$(wc -l </tmp/ram-ranges)" >$target/regions/nr_regions
+	while IFS='- ' read -r start end _; do
+		echo $((0x$start)) >$target/regions/$i/start
+		echo $((0x$end + 1)) >$target/regions/$i/end
+		i=$((i + 1))
+	done </tmp/ram-ranges
+}

@@ -1,0 +1,38 @@
+#!/bin/bash
+# run.sh [--output DIR] [SECTION...]: the kstaled-vm benchmarks.  Builds
+# what they need through meson (as scripts/test.sh does), runs each
+# section bench/section-N-NAME.sh (all of them, or those whose NAME is
+# given), then prints one table per section and writes DIR/bench.json and
+# DIR/bench.png (default DIR: $KSTALED_CACHE/bench/<UTC time>).
+# Environment: KSTALED_BUILD_DIR (default ./build), KSTALED_BENCH_SCANS.
+set -euo pipefail
+. "$(dirname "$0")/lib-bench.sh"
+
+out=$KSTALED_CACHE/bench/$(date -u +%Y%m%dT%H%M%SZ)
+if [ "${1:-}" = --output ]; then
+	[ $# -ge 2 ] || die "--output needs a directory"
+	out=$2
+	shift 2
+fi
+
+sections=()
+for script in "$KSTALED_TOP"/bench/section-*.sh; do
+	name=${script##*/section-[0-9]-}
+	name=${name%.sh}
+	if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx "$name"; then
+		sections+=("$script")
+	fi
+done
+[ ${#sections[@]} -gt 0 ] || die "no benchmark section named $*"
+
+build_dir=${KSTALED_BUILD_DIR:-$KSTALED_TOP/build}
+meson_build "$build_dir" >&2
+export KSTALED_KERNEL=$build_dir/bzImage
+export KSTALED_QEMU=$build_dir/qemu-system-x86_64
+export KSTALED_INITRAMFS=$build_dir/tests/initramfs.cpio.gz
+
+mkdir -p "$out"
+for script in "${sections[@]}"; do
+	bash "$script" "$out"
+done
+/usr/bin/python3 "$KSTALED_TOP/bench/report.py" "$out"
