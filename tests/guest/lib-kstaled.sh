@@ -131,3 +131,40 @@ damon_paddr_setup() {
 		i=$((i + 1))
 	done </tmp/ram-ranges
 }
+
+# damon_idle_scheme MIN_AGE: make DAMON's one scheme a "stat" of regions
+# with no access seen for at least MIN_AGE aggregation intervals.
+damon_idle_scheme() {
+	local scheme=$DAMON_ADMIN/contexts/0/schemes/0
+	echo 1 >$DAMON_ADMIN/contexts/0/schemes/nr_schemes
+	echo stat >$scheme/action
+	echo 18446744073709551615 >$scheme/access_pattern/sz/max
+	echo 0 >$scheme/access_pattern/nr_accesses/max
+	echo 4294967295 >$scheme/access_pattern/age/max
+	echo "$1" >$scheme/access_pattern/age/min
+}
+
+# damon_idle_regions: "START_PFN END_PFN" of each region the idle scheme
+# matched, as of now.
+damon_idle_regions() {
+	local regions=$DAMON_ADMIN/contexts/0/schemes/0/tried_regions region
+	echo update_schemes_tried_regions >$DAMON_ADMIN/state
+	for region in $regions/[0-9]*; do
+		[ -d "$region" ] || continue
+		echo "$(($(cat $region/start) / 4096)) $(($(cat $region/end) / 4096))"
+	done | sort -n
+}
+
+# pages_by_cgroup REGIONS END_PFN: "CGROUP_INO PAGES" for every memory
+# cgroup owning pages inside the pfn ranges of the file REGIONS, from
+# /proc/kpagecgroup.
+pages_by_cgroup() {
+	dd if=/proc/kpagecgroup bs=65536 count=$((($2 * 8 + 65535) / 65536)) 2>/dev/null |
+		od -An -tu8 -v -w8 |
+		awk -v regions="$1" '
+			BEGIN { while ((getline line < regions) > 0) { split(line, r, " "); lo[n] = r[1]; hi[n++] = r[2] } }
+			{ while (i < n && pfn >= hi[i]) i++
+			  if (i < n && pfn >= lo[i] && $1) pages[$1]++
+			  pfn++ }
+			END { for (ino in pages) print ino, pages[ino] }'
+}
