@@ -276,10 +276,12 @@ int main(int argc, char **argv)
 	if (opts.lock && mlock(region, opts.size_bytes))
 		die("mlock of %zu MiB: %s", opts.size_bytes >> 20, strerror(errno));
 
-	printf("memload: ready pid=%d kind=%s size_bytes=%zu hot_bytes=%zu idle_bytes=%zu dirty=%d mlock=%d thp=%d period_ms=%u cgroup=%s\n",
+	/* The hot part is the first hot_bytes from addr. */
+	printf("memload: ready pid=%d kind=%s size_bytes=%zu hot_bytes=%zu idle_bytes=%zu dirty=%d mlock=%d thp=%d period_ms=%u cgroup=%s addr=%#lx\n",
 	       getpid(), kind_names[opts.kind], opts.size_bytes, opts.hot_bytes,
 	       opts.size_bytes - opts.hot_bytes, opts.dirty, opts.lock, opts.thp,
-	       opts.period_ms, opts.cgroup ? opts.cgroup : "-");
+	       opts.period_ms, opts.cgroup ? opts.cgroup : "-",
+	       (unsigned long)region);
 	fflush(stdout);
 
 	while (!stop_requested) {
