@@ -7,7 +7,8 @@
 cg=/sys/fs/cgroup/kstaled-ages
 region=$((32 * MiB))
 tolerance=$((region / 20))
-echo 1 >/sys/kernel/mm/kstaled/scan_seconds
+# Two seconds per scan leave room to sample every one on a loaded host.
+echo 2 >/sys/kernel/mm/kstaled/scan_seconds
 memload_start /tmp/memload.log --cgroup $cg --size 32 --hot 0 --kind anon
 
 # One line per published scan: scans idle idle_2 idle_5 idle_15.
