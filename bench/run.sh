@@ -1,9 +1,10 @@
 #!/bin/bash
-# run.sh [--output DIR] [SECTION...]: the kstaled-vm benchmarks.  Builds
-# what they need through meson (as scripts/test.sh does), runs each
-# section bench/section-N-NAME.sh (all of them, or those whose NAME is
-# given), then prints one table per section and writes DIR/bench.json and
-# DIR/bench.png (default DIR: $KSTALED_CACHE/bench/<UTC time>).
+# run.sh [--output DIR] [SECTION...]: the kstaled-vm benchmarks.  Sets up
+# the host and builds what they need through meson (as scripts/test.sh
+# does), runs each section bench/section-N-NAME.sh (all of them, or those
+# whose NAME is given), then prints one table per section and writes
+# DIR/bench.json and DIR/bench.png (default DIR:
+# $KSTALED_CACHE/bench/<UTC time>).
 # Environment: KSTALED_BUILD_DIR (default ./build), KSTALED_BENCH_SCANS.
 set -euo pipefail
 . "$(dirname "$0")/lib-bench.sh"
@@ -25,6 +26,7 @@ for script in "$KSTALED_TOP"/bench/section-*.sh; do
 done
 [ ${#sections[@]} -gt 0 ] || die "no benchmark section named $*"
 
+"$KSTALED_TOP/scripts/setup-host.sh" >&2
 build_dir=${KSTALED_BUILD_DIR:-$KSTALED_TOP/build}
 meson_build "$build_dir" >&2
 export KSTALED_KERNEL=$build_dir/bzImage
