@@ -214,7 +214,9 @@ static unsigned char *map_region(const struct memload_options *opts)
 	if (fd >= 0)
 		close(fd);
 	if (opts->thp && madvise(region, opts->size_bytes, MADV_HUGEPAGE))
-		die("madvise(MADV_HUGEPAGE): %s", strerror(errno));
+		die("madvise(MADV_HUGEPAGE): %s%s", strerror(errno),
+		    errno == ENOSYS ? " (a kernel without CONFIG_ADVISE_SYSCALLS:"
+		    " set transparent_hugepage/enabled to always instead)" : "");
 	return region;
 }
 
