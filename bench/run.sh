@@ -6,6 +6,11 @@
 # DIR/bench.json and DIR/bench.png (default DIR:
 # $KSTALED_CACHE/bench/<UTC time>).
 # Environment: KSTALED_BUILD_DIR (default ./build), KSTALED_BENCH_SCANS.
+#
+# A section is a script bench/section-N-NAME.sh OUTDIR, run with
+# KSTALED_KERNEL, KSTALED_QEMU and KSTALED_INITRAMFS set, that writes
+# OUTDIR/section-N-NAME.json in the format bench/report.py describes;
+# report.py keeps a "not measured" slot for each of its SLOTS without one.
 set -euo pipefail
 . "$(dirname "$0")/lib-bench.sh"
 
