@@ -5,7 +5,8 @@
 # whose NAME is given), then prints one table per section and writes
 # DIR/bench.json and DIR/bench.png (default DIR:
 # $KSTALED_CACHE/bench/<UTC time>).
-# Environment: KSTALED_BUILD_DIR (default ./build), KSTALED_BENCH_SCANS.
+# Environment: KSTALED_BUILD_DIR (default ./build); KSTALED_BENCH_SCANS and
+# KSTALED_BENCH_MEM_MIB (see section-1-scan-cost.sh).
 #
 # A section is a script bench/section-N-NAME.sh OUTDIR, run with
 # KSTALED_KERNEL, KSTALED_QEMU and KSTALED_INITRAMFS set, that writes

@@ -1,10 +1,11 @@
 #!/bin/bash
 # section-1-scan-cost.sh OUTDIR: kstaled's CPU cost per scanned page and
-# per full scan at 512 MiB, 1 GiB and 2 GiB of guest memory, beside a
-# userspace page_idle bitmap pass and DAMON (paddr) over the same memory
-# in the same guest (tests/guest/bench-scan-cost.sh measures; this turns
+# per full scan at 512 MiB, 1 GiB and 2 GiB of guest memory (by default),
+# beside a userspace page_idle bitmap pass and DAMON (paddr) over the same
+# memory in the same guest (tests/guest/bench-scan-cost.sh measures; this turns
 # its raw figures into rows).  Writes OUTDIR/section-1-scan-cost.json.
-# Environment: KSTALED_BENCH_SCANS (full scans per measurement, default 10).
+# Environment: KSTALED_BENCH_SCANS (full scans per measurement, default
+# 10), KSTALED_BENCH_MEM_MIB (guest sizes, default "512 1024 2048").
 set -euo pipefail
 . "$(dirname "$0")/lib-bench.sh"
 [ $# -eq 1 ] || die "usage: section-1-scan-cost.sh OUTDIR"
@@ -12,7 +13,7 @@ out=$1
 scans=${KSTALED_BENCH_SCANS:-10}
 
 runs=()
-for mem in 512 1024 2048; do
+for mem in ${KSTALED_BENCH_MEM_MIB:-512 1024 2048}; do
 	log "scan cost at $mem MiB, $scans scans"
 	runs+=("$(guest_bench_json bench-scan-cost --mem "$mem" --timeout 900 \
 		--append "kstaled_bench.scans=$scans" | jq -c --argjson mem "$mem" '{mem_mib: $mem} + .')")
