@@ -4,8 +4,9 @@
 
 MiB=$((1024 * 1024))
 
+# To stderr, so that a failure inside $(...) still reaches the console.
 fail() {
-	echo "FAIL: $*"
+	echo "FAIL: $*" >&2
 	exit 1
 }
 
