@@ -163,6 +163,8 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
     .idle_age = config->idle_age,
   };
 
+  if (input->rebooted)
+    *state = (KstaledPolicyState) { 0 };
   pressure = measure_pressure (config, input, state, d, &pressure_reason);
   if (pressure)
     state->holdoff_until_us = input->now_us +
@@ -176,9 +178,9 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
   actual = input->stats.actual;
   have_estimate = estimate (config, input, d, &missing_reason);
 
-  if (pressure)
+  if (input->rebooted || pressure)
     {
-      d->reason = pressure_reason;
+      d->reason = input->rebooted ? KSTALED_REASON_REBOOT : pressure_reason;
       if (actual < d->max_kib)
         {
           d->action = KSTALED_ACTION_DEFLATE;
@@ -233,6 +235,7 @@ static const char *const reason_names[] = {
   [KSTALED_REASON_NO_REPORT] = "no-report",
   [KSTALED_REASON_STALE_REPORT] = "stale-report",
   [KSTALED_REASON_NO_GUEST_STATS] = "no-guest-stats",
+  [KSTALED_REASON_REBOOT] = "reboot",
   [KSTALED_REASON_EARLY_REPORT] = "early-report",
   [KSTALED_REASON_SWAP_IN] = "swap-in",
   [KSTALED_REASON_MAJOR_FAULTS] = "major-faults",
@@ -289,6 +292,8 @@ explain (const KstaledDecision *d)
                               " s old", d->report_age_ms / 1000);
     case KSTALED_REASON_NO_GUEST_STATS:
       return g_strdup ("balloon driver reports no guest free memory");
+    case KSTALED_REASON_REBOOT:
+      return g_strdup ("guest rebooted, deflating to the maximum");
     case KSTALED_REASON_EARLY_REPORT:
       return g_strdup_printf ("stale memory dropped by %" G_GUINT64_FORMAT
                               " MiB, deflating to the maximum",

@@ -11,7 +11,9 @@
  * steps of at most max-step, only for differences above the hysteresis, and
  * not while a pressure hold-off runs.  Pressure (an early report with a large
  * stale drop, or swap-in / major-fault rates over their limits) deflates to
- * the maximum at once and starts the hold-off.
+ * the maximum at once and starts the hold-off.  A guest reboot does the same
+ * without the hold-off: the new kernel has neither kstaled history nor
+ * counters, and boots best with all its memory.
  *
  * Histograms are summed over cgroups: kstaled charges each page to the one
  * memory cgroup that owns it, so cgroup histograms do not overlap. */
@@ -54,6 +56,7 @@ typedef struct {
   guint64 max_memory_kib;
   guint64 early_stale_drop;     /* bytes, from early reports since last call */
   gint64 now_us;                /* monotonic */
+  gboolean rebooted;            /* the guest rebooted since the last call */
 } KstaledPolicyInput;
 
 /* Per-domain memory of the policy between calls; zero-initialise. */
@@ -70,6 +73,7 @@ typedef enum {
   KSTALED_REASON_NO_REPORT,         /* no usable kstaled report */
   KSTALED_REASON_STALE_REPORT,
   KSTALED_REASON_NO_GUEST_STATS,    /* balloon driver gives no free memory */
+  KSTALED_REASON_REBOOT,            /* the guest restarts from scratch */
   KSTALED_REASON_EARLY_REPORT,      /* pressure */
   KSTALED_REASON_SWAP_IN,           /* pressure */
   KSTALED_REASON_MAJOR_FAULTS,      /* pressure */

@@ -352,6 +352,17 @@ check_qmp_error (json_object *root, GError **error)
       if (json_object_object_get_ex (err, "class", &klass) &&
           json_object_is_type (klass, json_type_string))
         cls = json_object_get_string (klass);
+      /* A QEMU without the device's patches lacks the command; one with
+       * them answers "No kstaled device" when the machine has none. */
+      if (g_str_equal (cls, "CommandNotFound") ||
+          g_str_equal (json_object_get_string (desc), "No kstaled device"))
+        {
+          g_set_error (error, KSTALED_REPORT_ERROR,
+                       KSTALED_REPORT_ERROR_NO_DEVICE, "no kstaled device "
+                       "(QMP %.64s: %.200s)", cls,
+                       json_object_get_string (desc));
+          return FALSE;
+        }
       /* %.200s: the text is QEMU's, but bound what reaches the log. */
       g_set_error (error, KSTALED_REPORT_ERROR, KSTALED_REPORT_ERROR_QMP,
                    "QMP %.64s: %.200s", cls, json_object_get_string (desc));

@@ -34,6 +34,7 @@ typedef enum {
   KSTALED_REPORT_ERROR_TYPE,        /* a member has the wrong JSON type */
   KSTALED_REPORT_ERROR_RANGE,       /* a number or string out of range */
   KSTALED_REPORT_ERROR_QMP,         /* the reply is a QMP error */
+  KSTALED_REPORT_ERROR_NO_DEVICE,   /* the machine has no kstaled device */
 } KstaledReportError;
 
 GQuark kstaled_report_error_quark (void);

@@ -435,6 +435,43 @@ test_counter_reset (Fixture *f, gconstpointer data)
 }
 
 static void
+test_reboot (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 4 * GIB;
+  f->input.stats.major_fault = 1000;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+
+  /* a rebooted guest gets its memory back, without waiting for a report */
+  advance (f, 10);
+  f->input.rebooted = TRUE;
+  f->input.report = NULL;
+  f->input.stats.major_fault = 0;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_REBOOT);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+
+  /* the counters start over without counting as pressure, and no hold-off
+   * delays shrinking once the new kernel reports */
+  advance (f, 10);
+  f->input.rebooted = FALSE;
+  f->input.report = f->report;
+  f->input.stats.actual = 8 * GIB;
+  f->input.stats.major_fault = 10;
+  decide (f);
+  g_assert_cmpuint (f->d.major_fault_rate, ==, 1);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+
+  /* already at the maximum: nothing to do */
+  f->input.rebooted = TRUE;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_REBOOT);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+}
+
+static void
 test_format (Fixture *f, gconstpointer data)
 {
   g_autofree gchar *line = NULL;
@@ -495,6 +532,7 @@ main (int argc, char **argv)
   ADD ("/policy/early-report-pressure", test_early_report_pressure);
   ADD ("/policy/fault-pressure-and-holdoff", test_fault_pressure_and_holdoff);
   ADD ("/policy/counter-reset", test_counter_reset);
+  ADD ("/policy/reboot", test_reboot);
   ADD ("/policy/format", test_format);
   g_test_add_func ("/policy/action-names", test_action_names);
   return g_test_run ();

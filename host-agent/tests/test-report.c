@@ -96,7 +96,14 @@ static void
 test_qmp_error (void)
 {
   expect_error ("{\"id\":\"libvirt-3\",\"error\":{\"class\":\"GenericError\","
-                "\"desc\":\"No kstaled device\"}}", KSTALED_REPORT_ERROR_QMP);
+                "\"desc\":\"No kstaled device\"}}",
+                KSTALED_REPORT_ERROR_NO_DEVICE);
+  expect_error ("{\"id\":\"libvirt-3\",\"error\":{\"class\":\"CommandNotFound\","
+                "\"desc\":\"The command query-kstaled has not been found\"}}",
+                KSTALED_REPORT_ERROR_NO_DEVICE);
+  expect_error ("{\"error\":{\"class\":\"GenericError\","
+                "\"desc\":\"kstaled device is resetting\"}}",
+                KSTALED_REPORT_ERROR_QMP);
   expect_error ("{\"error\":42}", KSTALED_REPORT_ERROR_QMP);
 }
 
