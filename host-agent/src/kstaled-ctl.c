@@ -1,0 +1,61 @@
+/* kstaled-ctl: prints the state kstaled-agent last wrote, as a table or
+ * as JSON. */
+#include <locale.h>
+#include <stdlib.h>
+
+#include "kstaled-autocleanups.h"
+#include "kstaled-config.h"
+#include "kstaled-status.h"
+
+int
+main (int argc, char **argv)
+{
+  g_autofree gchar *state_file = NULL;
+  gboolean json = FALSE;
+  const GOptionEntry entries[] = {
+    { "state-file", 's', 0, G_OPTION_ARG_FILENAME, &state_file,
+      "The daemon's state file (default " KSTALED_DEFAULT_STATE_FILE ")",
+      "FILE" },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json,
+      "Print the state as JSON", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("[status]");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (json_object) state = NULL;
+
+  setlocale (LC_ALL, "");
+  g_option_context_set_summary (ctx, "Shows each domain's idle memory "
+                                "histograms, estimate, target and the "
+                                "agent's last action.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    {
+      g_printerr ("kstaled-ctl: %s\n", error->message);
+      return 2;
+    }
+  if (argc > 2 || (argc == 2 && !g_str_equal (argv[1], "status")))
+    {
+      g_printerr ("kstaled-ctl: unknown command \"%s\" (only \"status\")\n",
+                  argv[1]);
+      return 2;
+    }
+  state = kstaled_status_read_file (state_file ? state_file
+                                    : KSTALED_DEFAULT_STATE_FILE, &error);
+  if (state == NULL)
+    {
+      g_printerr ("kstaled-ctl: %s (is kstaled-agent running?)\n",
+                  error->message);
+      return EXIT_FAILURE;
+    }
+  if (json)
+    g_print ("%s\n", json_object_to_json_string_ext (state,
+                                                     JSON_C_TO_STRING_PRETTY));
+  else
+    {
+      g_autofree gchar *table = kstaled_status_format_table (state);
+
+      g_print ("%s", table);
+    }
+  return EXIT_SUCCESS;
+}
