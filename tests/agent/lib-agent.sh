@@ -1,0 +1,88 @@
+# Helpers for the agent's integration tests; sourced after scripts/lib.sh
+# and tests/lib-libvirt.sh.  The test scripts get the agent and kstaled-ctl
+# binaries as their first two arguments.
+# shellcheck shell=bash
+
+agent_bin=$1
+ctl_bin=$2
+[ -x "$agent_bin" ] && [ -x "$ctl_bin" ] ||
+	die "usage: $0 KSTALED-AGENT KSTALED-CTL"
+agent_dir=$(mktemp -d /var/tmp/kstaled-agent-test.XXXXXX)
+agent_log=$agent_dir/agent.log
+agent_state=$agent_dir/state.json
+agent_conf=$agent_dir/agent.conf
+agent_pid=
+
+# agent_config [KEY=VALUE...]: a configuration that polls every second;
+# extra lines go to [policy].
+agent_config() {
+	{
+		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\n' \
+			"$LIBVIRT_URI" "$agent_state"
+		printf '[policy]\n'
+		printf '%s\n' "$@"
+	} >"$agent_conf"
+}
+
+# agent_start [ARGS...]: the daemon in the background, logging to
+# $agent_log (appended, so restarts keep one log).
+agent_start() {
+	"$agent_bin" --config "$agent_conf" --verbose "$@" >>"$agent_log" 2>&1 &
+	agent_pid=$!
+}
+
+agent_stop() {
+	[ -n "$agent_pid" ] || return 0
+	kill "$agent_pid" 2>/dev/null || true
+	wait "$agent_pid" 2>/dev/null || true
+	agent_pid=
+}
+
+agent_alive() {
+	[ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null
+}
+
+# agent_wait_log COUNT PATTERN SECONDS: wait until the log has COUNT lines
+# matching the extended regex PATTERN; dies with the log if not, or if the
+# agent exits meanwhile.
+agent_wait_log() {
+	local count=$1 pattern=$2 deadline=$((SECONDS + $3))
+	while [ "$(grep -cE -- "$pattern" "$agent_log" 2>/dev/null)" -lt "$count" ]; do
+		[ -z "$agent_pid" ] || agent_alive ||
+			die "agent exited while waiting for \"$pattern\"; log:
+$(cat "$agent_log")"
+		[ $SECONDS -lt "$deadline" ] ||
+			die "no $count lines \"$pattern\" in the agent log after $3 s; log:
+$(cat "$agent_log")"
+		sleep 0.2
+	done
+}
+
+# libvirtd_restart: stop the running libvirtd (whoever started it) and
+# start a new one; domains keep running, as they do on a real upgrade.
+libvirtd_restart() {
+	local pid=$libvirt_started_pid pidfile
+	for pidfile in "$KSTALED_CACHE/libvirtd.pid" /run/libvirtd.pid; do
+		[ -n "$pid" ] || pid=$(cat "$pidfile" 2>/dev/null) || true
+	done
+	[ -n "$pid" ] || die "cannot find the running libvirtd's pid"
+	kill "$pid"
+	for _ in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	! kill -0 "$pid" 2>/dev/null || die "libvirtd $pid did not stop"
+	if [ -n "$libvirt_started_pid" ]; then
+		libvirt_started_pid=
+		libvirt_start
+	else
+		# Someone else's libvirtd: the new one outlives this test too.
+		libvirt_start
+		libvirt_started_pid=
+	fi
+}
+
+agent_cleanup() {
+	agent_stop
+	rm -rf "$agent_dir"
+}

@@ -1,0 +1,74 @@
+#!/bin/bash
+# A domain without a kstaled device is left alone, once and as a daemon,
+# and the daemon survives what happens around it: a libvirtd restart, the
+# domain's QEMU killed under it, the domain starting again.
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+. "$KSTALED_TOP/tests/lib-libvirt.sh"
+. "$KSTALED_TOP/tests/agent/lib-agent.sh"
+
+domain=kstaled-agent-nodev
+trap 'agent_cleanup; domain_destroy $domain; libvirt_stop' EXIT
+libvirt_start
+agent_config
+
+console=$(domain_start "$domain" 512 "")
+wait_for_file_line "$console" '^KSTALED-VM-READY' 120 ||
+	die "guest did not boot; console:
+$(cat "$console")"
+full=$(domain_balloon_kib "$domain")
+
+"$agent_bin" --config "$agent_conf" --once >"$agent_log" 2>&1 ||
+	die "kstaled-agent --once failed: $(cat "$agent_log")"
+cat "$agent_log"
+grep -q "domain=$domain has no kstaled device; leaving it alone" "$agent_log" ||
+	die "--once did not report $domain as left alone"
+! grep -q "domain=$domain action=" "$agent_log" ||
+	die "--once decided about a domain without the device"
+jq -e --arg d "$domain" '.domains[] | select(.name == $d) | .device == "absent"' \
+	"$agent_state" >/dev/null || die "state file lacks $domain as absent: $(cat "$agent_state")"
+"$ctl_bin" --state-file "$agent_state" | tee "$agent_dir/table"
+grep -qE "^$domain +absent " "$agent_dir/table" || die "kstaled-ctl does not list $domain"
+"$ctl_bin" --state-file "$agent_state" --json | jq -e '.version == 1' >/dev/null
+
+# As a daemon, with metrics on a free port.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+: >"$agent_log"
+agent_start --metrics-port "$port"
+agent_wait_log 1 "connected to $LIBVIRT_URI" 20
+agent_wait_log 1 "domain=$domain has no kstaled device" 20
+metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || die "no metrics on port $port"
+echo "$metrics" | grep -qx "kstaled_domain_managed{domain=\"$domain\"} 0" ||
+	die "metrics do not show $domain as unmanaged: $metrics"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/other")" = 404 ] ||
+	die "metrics endpoint answers other paths"
+
+libvirtd_restart
+agent_wait_log 2 "connected to $LIBVIRT_URI" 60
+# The same run of the domain: known already, not logged again.
+sleep 3
+[ "$(grep -c "domain=$domain has no kstaled device" "$agent_log")" -eq 1 ] ||
+	die "the agent logged $domain more than once: $(cat "$agent_log")"
+
+# The domain's QEMU dies under the agent.
+pid=$(cat "/run/libvirt/qemu/$domain.pid")
+kill -9 "$pid"
+agent_wait_log 1 "domain=$domain stopped" 30
+agent_alive || die "agent died with the domain"
+curl -sf "http://127.0.0.1:$port/metrics" | grep -q "domain=\"$domain\"" &&
+	die "metrics still list the dead domain"
+
+# It comes back: the agent notices at once and leaves it alone again.
+console=$(domain_start "$domain" 512 "")
+agent_wait_log 1 "domain=$domain started" 30
+agent_wait_log 2 "domain=$domain has no kstaled device" 30
+wait_for_file_line "$console" '^KSTALED-VM-READY' 120 || die "guest did not boot again"
+sleep 2
+[ "$(domain_balloon_kib "$domain")" -eq "$full" ] ||
+	die "balloon of $domain moved to $(domain_balloon_kib "$domain") KiB"
+! grep -q "domain=$domain action=" "$agent_log" ||
+	die "the agent decided about a domain without the device"
+agent_stop
+grep -q "exiting on signal" "$agent_log" || die "agent did not exit cleanly on SIGTERM"
+cat "$agent_log"
+echo "left alone through --once, a libvirtd restart, a QEMU kill and a restart"
