@@ -5,7 +5,7 @@
 
 agent_bin=$1
 ctl_bin=$2
-[ -x "$agent_bin" ] && [ -x "$ctl_bin" ] ||
+{ [ -x "$agent_bin" ] && [ -x "$ctl_bin" ]; } ||
 	die "usage: $0 KSTALED-AGENT KSTALED-CTL"
 agent_dir=$(mktemp -d /var/tmp/kstaled-agent-test.XXXXXX)
 agent_log=$agent_dir/agent.log
@@ -85,4 +85,34 @@ libvirtd_restart() {
 agent_cleanup() {
 	agent_stop
 	rm -rf "$agent_dir"
+}
+
+# agent_require_device: exit 77 (skipped) unless this build's QEMU has the
+# kstaled device and the guest kernel its driver; the ballooning tests need
+# both parts of the series.
+agent_require_device() {
+	grep -q 'virtio-kstaled' "$KSTALED_TOP/qemu-device/patches/series" ||
+		{ echo "SKIP: the QEMU series has no virtio-kstaled device yet"; exit 77; }
+	[ -s "$KSTALED_TOP/guest-kernel/patches/series.driver" ] ||
+		{ echo "SKIP: the guest kernel series has no kstaled driver yet"; exit 77; }
+}
+
+# log_ms LINE: the GLib log timestamp (HH:MM:SS.mmm) of LINE in ms.
+log_ms() {
+	echo "$1" | sed -nE 's/^[^:]*: ([0-9]+):([0-9]+):([0-9]+)\.([0-9]+): .*/\1 \2 \3 \4/p' |
+		awk '{ print (($1 * 60 + $2) * 60 + $3) * 1000 + $4 }'
+}
+
+# domain_kib NAME KEY: a dommemstat value in KiB.
+domain_kib() {
+	virsh_ dommemstat "$1" | awk -v k="$2" '$1 == k { print $2 }'
+}
+
+# guest_healthy NAME CONSOLE: the guest's kernel killed nothing for lack
+# of memory.
+guest_healthy() {
+	if grep -E 'Out of memory|oom-kill|Killed process|invoked oom-killer' "$2"; then
+		die "$1 ran out of memory; console:
+$(tail -50 "$2")"
+	fi
 }
