@@ -107,14 +107,30 @@ static void parse_options(int argc, char **argv, struct memload_options *opts)
 	*opts = (struct memload_options){ .kind = KIND_ANON, .period_ms = 100 };
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'c': opts->cgroup = optarg; break;
-		case 's': opts->size_bytes = parse_mib(optarg, "size"); break;
-		case 'H': opts->hot_bytes = parse_mib(optarg, "hot"); break;
-		case 'f': opts->file = optarg; break;
-		case 'd': opts->dirty = true; break;
-		case 'p': opts->period_ms = parse_uint(optarg, "period-ms"); break;
-		case 'l': opts->lock = true; break;
-		case 't': opts->thp = true; break;
+		case 'c':
+			opts->cgroup = optarg;
+			break;
+		case 's':
+			opts->size_bytes = parse_mib(optarg, "size");
+			break;
+		case 'H':
+			opts->hot_bytes = parse_mib(optarg, "hot");
+			break;
+		case 'f':
+			opts->file = optarg;
+			break;
+		case 'd':
+			opts->dirty = true;
+			break;
+		case 'p':
+			opts->period_ms = parse_uint(optarg, "period-ms");
+			break;
+		case 'l':
+			opts->lock = true;
+			break;
+		case 't':
+			opts->thp = true;
+			break;
 		case 'k':
 			if (!strcmp(optarg, "anon"))
 				opts->kind = KIND_ANON;
@@ -125,8 +141,12 @@ static void parse_options(int argc, char **argv, struct memload_options *opts)
 			else
 				die("--kind: expected anon, file or shmem, got '%s'", optarg);
 			break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
 		}
 	}
 	if (optind != argc)
@@ -160,8 +180,10 @@ static void join_cgroup(const char *dir)
 		die("cannot join cgroup %s: %s", dir, strerror(errno));
 }
 
-/* File contents are written with write(2), so the page cache starts clean
- * once fsync'd; --dirty then dirties the pages through the mapping. */
+/*
+ * File contents are written with write(2), so the page cache starts clean
+ * once fsync'd; --dirty then dirties the pages through the mapping.
+ */
 static int create_backing_file(const char *path, size_t size)
 {
 	static char chunk[1 << 16];
