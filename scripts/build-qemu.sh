@@ -3,8 +3,11 @@
 # Build qemu-system-x86_64 from Debian's qemu 10.0.2 orig tarball (from
 # bookworm-backports) with the project's patch series
 # (qemu-device/patches/series).  Cached under $KSTALED_CACHE/qemu-<hash>/,
-# keyed by the tarball, the patches and this script (which holds the
-# configure flags); the binary's path is printed on stdout.
+# keyed by the tarball, the patches, the fuzz harness and this script
+# (which holds the configure flags); the binary's path is printed on
+# stdout.  Beside it: the series' qtest of the kstaled device
+# (virtio-kstaled-test) and a libFuzzer binary of its report parser
+# (fuzz-kstaled-report), built from the same patched tree.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -24,7 +27,8 @@ tarball=$KSTALED_CACHE/downloads/$orig
 
 patches=()
 add_series "$KSTALED_TOP/qemu-device/patches"
-hash=$(input_hash "$orig_sha256" "${patches[@]}" "$0")
+fuzz_harness=$KSTALED_TOP/tests/qemu/fuzz-report.c
+hash=$(input_hash "$orig_sha256" "${patches[@]}" "$fuzz_harness" "$0")
 out_dir=$KSTALED_CACHE/qemu-$hash
 
 download() {
@@ -67,13 +71,30 @@ build() {
 		tail -n 30 "$work/configure.log" >&2
 		die "QEMU configure failed; full log: $work/configure.log"
 	fi
-	log "building qemu-system-x86_64"
-	if ! ninja -C "$src/build" qemu-system-x86_64 >"$work/build.log" 2>&1; then
+	log "building qemu-system-x86_64 and tests/qtest/virtio-kstaled-test"
+	if ! ninja -C "$src/build" qemu-system-x86_64 \
+		tests/qtest/virtio-kstaled-test >"$work/build.log" 2>&1; then
 		grep -B2 -A10 'error' "$work/build.log" | tail -n 40 >&2
 		die "QEMU build failed; full log: $work/build.log"
 	fi
 	mkdir -p "$out_dir.tmp"
-	cp "$src/build/qemu-system-x86_64" "$out_dir.tmp/"
+	cp "$src/build/qemu-system-x86_64" \
+		"$src/build/tests/qtest/virtio-kstaled-test" "$out_dir.tmp/"
+	# The parser's own source file, with the include paths QEMU's build
+	# uses, so that the fuzzer runs exactly the code the device runs.
+	log "building fuzz-kstaled-report"
+	# shellcheck disable=SC2046 # pkg-config prints several flags
+	if ! clang -g -O1 -fsanitize=fuzzer,address -std=gnu11 \
+		-iquote "$src/build" -iquote "$src/include" -iquote "$src" \
+		-iquote "$src/host/include/x86_64" -iquote "$src/host/include/generic" \
+		-isystem "$src/linux-headers" -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+		$(pkg-config --cflags glib-2.0) \
+		"$fuzz_harness" "$src/hw/virtio/virtio-kstaled-report.c" \
+		$(pkg-config --libs glib-2.0) -o "$out_dir.tmp/fuzz-kstaled-report" \
+		>"$work/fuzz-build.log" 2>&1; then
+		tail -n 30 "$work/fuzz-build.log" >&2
+		die "fuzzer build failed; full log: $work/fuzz-build.log"
+	fi
 	rm -rf "$out_dir"
 	mv "$out_dir.tmp" "$out_dir"
 	log "built $out_dir/qemu-system-x86_64 in $(($(date +%s) - start)) s"
