@@ -38,23 +38,41 @@ libvirt_stop() {
 	libvirt_started_pid=
 }
 
-# domain_xml NAME MEMORY_MIB CMDLINE CONSOLE_LOG: docs/kstaled-domain.xml
-# filled in with this build's emulator, kernel and initramfs.
+# domain_xml [--without-kstaled] NAME MEMORY_MIB CMDLINE CONSOLE_LOG:
+# docs/kstaled-domain.xml filled in with this build's emulator, kernel and
+# initramfs.  The kstaled device starts with KSTALED_SCAN_SECONDS (default
+# 1) and KSTALED_STALE_PAGE_AGE (default 5); --without-kstaled leaves the
+# device out.
 domain_xml() {
+	local drop_device=""
+	if [ "$1" = --without-kstaled ]; then
+		drop_device='/^ *<qemu:commandline>$/,/^ *<\/qemu:commandline>$/d'
+		shift
+	fi
 	sed -e "s|@NAME@|$1|" -e "s|@MEMORY_MIB@|$2|g" -e "s|@CMDLINE@|$3|" \
 		-e "s|@CONSOLE_LOG@|$4|" -e "s|@EMULATOR@|$(guest_qemu)|" \
 		-e "s|@KERNEL@|$(guest_kernel)|" -e "s|@INITRD@|$(guest_initramfs)|" \
+		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
+		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
+		${drop_device:+-e "$drop_device"} \
 		"$KSTALED_TOP/docs/kstaled-domain.xml"
 }
 
-# domain_start NAME MEMORY_MIB CMDLINE: start a transient domain; its
+# domain_start [--without-kstaled] NAME MEMORY_MIB CMDLINE: start a
+# transient domain (with the kstaled device unless --without-kstaled); its
 # console log path is printed.  Any leftover domain of that name goes first.
 domain_start() {
-	local name=$1 log=$KSTALED_CACHE/console-$1.log xml
+	local opt="" name log xml
+	if [ "$1" = --without-kstaled ]; then
+		opt=$1
+		shift
+	fi
+	name=$1
+	log=$KSTALED_CACHE/console-$1.log
 	virsh_ destroy "$name" >/dev/null 2>&1 || true
 	rm -f "$log"
 	xml=$(mktemp)
-	domain_xml "$name" "$2" "$3" "$log" >"$xml"
+	domain_xml $opt "$name" "$2" "$3" "$log" >"$xml"
 	virsh_ create "$xml" >/dev/null || { rm -f "$xml"; die "virsh create $name failed"; }
 	rm -f "$xml"
 	echo "$log"

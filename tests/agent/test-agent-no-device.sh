@@ -12,7 +12,7 @@ trap 'agent_cleanup; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 agent_config
 
-console=$(domain_start "$domain" 512 "")
+console=$(domain_start --without-kstaled "$domain" 512 "")
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 ||
 	die "guest did not boot; console:
 $(cat "$console")"
@@ -59,7 +59,7 @@ curl -sf "http://127.0.0.1:$port/metrics" | grep -q "domain=\"$domain\"" &&
 	die "metrics still list the dead domain"
 
 # It comes back: the agent notices at once and leaves it alone again.
-console=$(domain_start "$domain" 512 "")
+console=$(domain_start --without-kstaled "$domain" 512 "")
 agent_wait_log 1 "domain=$domain started" 30
 agent_wait_log 2 "domain=$domain has no kstaled device" 30
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 || die "guest did not boot again"
