@@ -49,9 +49,14 @@ domain_xml() {
 		drop_device='/^ *<qemu:commandline>$/,/^ *<\/qemu:commandline>$/d'
 		shift
 	fi
+	# Separate assignments, so that a failing lookup stops the caller.
+	local emulator kernel initrd
+	emulator=$(guest_qemu)
+	kernel=$(guest_kernel)
+	initrd=$(guest_initramfs)
 	sed -e "s|@NAME@|$1|" -e "s|@MEMORY_MIB@|$2|g" -e "s|@CMDLINE@|$3|" \
-		-e "s|@CONSOLE_LOG@|$4|" -e "s|@EMULATOR@|$(guest_qemu)|" \
-		-e "s|@KERNEL@|$(guest_kernel)|" -e "s|@INITRD@|$(guest_initramfs)|" \
+		-e "s|@CONSOLE_LOG@|$4|" -e "s|@EMULATOR@|$emulator|" \
+		-e "s|@KERNEL@|$kernel|" -e "s|@INITRD@|$initrd|" \
 		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
 		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
 		${drop_device:+-e "$drop_device"} \
