@@ -23,13 +23,16 @@ kernel) path=include/uapi/linux/virtio_kstaled.h
 *) echo "unknown mode '$mode'" >&2; exit 2 ;;
 esac
 [ -f "$dir/series" ] || { echo "no series file in $dir" >&2; exit 2; }
+# The kernel's driver patches follow the main series in series.driver.
+series_files=("$dir/series")
+[ -f "$dir/series.driver" ] && series_files+=("$dir/series.driver")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/tree"
 while read -r name _; do
 	case "$name" in "" | "#"*) continue ;; esac
 	(cd "$tmp/tree" && git apply --include="$path" "$dir/$name")
-done <"$dir/series"
+done < <(cat "${series_files[@]}")
 [ -f "$tmp/tree/$path" ] || { echo "FAIL: the series does not create $path" >&2; exit 1; }
 
 portable() {
