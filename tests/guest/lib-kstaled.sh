@@ -95,6 +95,15 @@ uptime_ms() {
 	awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime
 }
 
+# tick_ms: the kernel's tick clock (jiffies, which kstaled paces itself
+# by), in milliseconds: the ticks /proc/stat accounts per CPU.  A busy
+# TCG guest with a periodic tick loses ticks against /proc/uptime.
+tick_ms() {
+	awk '$1 == "cpu" { for (i = 2; i <= 9; i++) ticks += $i }
+		$1 ~ /^cpu[0-9]/ { cpus++ }
+		END { printf "%d\n", ticks * 10 / cpus }' /proc/stat
+}
+
 # kthread_pid NAME: pid of the kernel thread whose comm is NAME.
 kthread_pid() {
 	local comm
