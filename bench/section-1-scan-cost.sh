@@ -37,6 +37,7 @@ printf '%s\n' "${runs[@]}" | jq -s '
 		 r(.damon.cpu_ticks * $ms_per_tick * 100 / .damon.wall_ms), null]
 	],
 	notes: ["CPU time is the guest'"'"'s tick-sampled utime+stime (10 ms ticks) of the kstaled kthread, of the dd processes doing the page_idle passes (mark all idle, read back) and of kdamond",
+		"CPU % is CPU time over the time measured, both on the guest'"'"'s tick clock (a loaded TCG guest loses ticks against wall time)",
 		"kstaled runs at scan_seconds=1; DAMON with its default intervals for the wall time of kstaled'"'"'s scans; half of guest memory holds idle anonymous memory"],
 	plot: {x: "guest MiB", series: "method", y: "ns/page", ylabel: "ns of guest CPU per scanned page"},
 	runs: $runs

@@ -4,7 +4,8 @@
 # by kstaled (kthread CPU over N full scans at scan_seconds=1), by a
 # userspace page_idle pass (mark every pfn idle, read the bitmap back),
 # N passes, and by DAMON (paddr, default intervals) over the same wall
-# time as kstaled's N scans.  The three run one after the other, since
+# time as kstaled's N scans.  Times are in ticks (tick_ms), the clock CPU
+# time is accounted in.  The three run one after the other, since
 # each clears the accessed bits the others read.  Prints one line
 # "BENCH {json}" of raw figures.  Kernel command line: kstaled_bench.scans=N.
 . /guest/lib-kstaled.sh
@@ -22,10 +23,10 @@ kstaled=$(kthread_pid kstaled)
 echo 1 >/sys/kernel/mm/kstaled/scan_seconds
 kstaled_wait_scans $cg 1
 ticks0=$(task_cpu_ticks $kstaled)
-t0=$(uptime_ms)
+t0=$(tick_ms)
 kstaled_wait_scans $cg "$scans"
 kstaled_ticks=$(($(task_cpu_ticks $kstaled) - ticks0))
-kstaled_ms=$(($(uptime_ms) - t0))
+kstaled_ms=$(($(tick_ms) - t0))
 echo 0 >/sys/kernel/mm/kstaled/scan_seconds
 
 echo "bench-scan-cost: page_idle, $scans passes"
@@ -50,9 +51,10 @@ damon_paddr_setup
 echo on >$DAMON_ADMIN/state
 kdamond=$(cat $DAMON_ADMIN/pid)
 ticks0=$(task_cpu_ticks "$kdamond")
+t0=$(tick_ms)
 sleep $(((kstaled_ms + 999) / 1000))
 damon_ticks=$(($(task_cpu_ticks "$kdamond") - ticks0))
-damon_ms=$(((kstaled_ms + 999) / 1000 * 1000))
+damon_ms=$(($(tick_ms) - t0))
 echo off >$DAMON_ADMIN/state
 
 printf 'BENCH {"mem_kib": %d, "span_pages": %d, "scans": %d, "ticks_per_second": 100, ' \
