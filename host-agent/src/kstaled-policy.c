@@ -145,6 +145,20 @@ estimate (const KstaledPolicyConfig *config, const KstaledPolicyInput *input,
   return TRUE;
 }
 
+/* Whether the last inflation is still under way; forgets it once done. */
+static gboolean
+settling (KstaledPolicyState *state, gint64 now_us, guint64 actual)
+{
+  if (state->inflate_request_kib == 0)
+    return FALSE;
+  if (actual > state->inflate_request_kib + KSTALED_SETTLE_SLACK_KIB &&
+      now_us - state->inflate_request_us <
+      (gint64) KSTALED_SETTLE_SECONDS * G_USEC_PER_SEC)
+    return TRUE;
+  state->inflate_request_kib = 0;
+  return FALSE;
+}
+
 void
 kstaled_policy_decide (const KstaledPolicyConfig *config,
                        const KstaledPolicyInput *input,
@@ -181,6 +195,7 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
   if (input->rebooted || pressure)
     {
       d->reason = input->rebooted ? KSTALED_REASON_REBOOT : pressure_reason;
+      state->inflate_request_kib = 0;
       if (actual < d->max_kib)
         {
           d->action = KSTALED_ACTION_DEFLATE;
@@ -205,6 +220,7 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
           d->reason = KSTALED_REASON_GROW;
           d->action = KSTALED_ACTION_DEFLATE;
           d->new_kib = d->target_kib;
+          state->inflate_request_kib = 0;
         }
     }
   else if (d->target_kib < actual)
@@ -218,12 +234,19 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
         }
       else if (actual - d->target_kib < hysteresis)
         d->reason = KSTALED_REASON_HYSTERESIS;
+      else if (settling (state, input->now_us, actual))
+        {
+          d->reason = KSTALED_REASON_SETTLING;
+          d->settle_kib = state->inflate_request_kib;
+        }
       else
         {
           d->reason = KSTALED_REASON_SHRINK;
           d->action = KSTALED_ACTION_INFLATE;
           d->new_kib = actual - MIN (config->max_step_kib,
                                      actual - d->target_kib);
+          state->inflate_request_kib = d->new_kib;
+          state->inflate_request_us = input->now_us;
         }
     }
   else
@@ -241,6 +264,7 @@ static const char *const reason_names[] = {
   [KSTALED_REASON_MAJOR_FAULTS] = "major-faults",
   [KSTALED_REASON_WARMING_UP] = "warming-up",
   [KSTALED_REASON_HOLDOFF] = "holdoff",
+  [KSTALED_REASON_SETTLING] = "settling",
   [KSTALED_REASON_HYSTERESIS] = "hysteresis",
   [KSTALED_REASON_GROW] = "grow",
   [KSTALED_REASON_SHRINK] = "shrink",
@@ -315,6 +339,10 @@ explain (const KstaledDecision *d)
                               G_GINT64_FORMAT " s",
                               (d->holdoff_left_us + G_USEC_PER_SEC - 1) /
                               G_USEC_PER_SEC);
+    case KSTALED_REASON_SETTLING:
+      return g_strdup_printf ("balloon still on its way to %" G_GUINT64_FORMAT
+                              " MiB; not shrinking further yet",
+                              d->settle_kib / 1024);
     case KSTALED_REASON_HYSTERESIS:
       return g_strdup ("difference to the target is below the hysteresis");
     case KSTALED_REASON_GROW:

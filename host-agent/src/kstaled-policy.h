@@ -9,7 +9,9 @@
  * target is clamped to [floor, max memory].  Growing the guest (deflating
  * the balloon) happens at once and in full; shrinking (inflating) happens in
  * steps of at most max-step, only for differences above the hysteresis, and
- * not while a pressure hold-off runs.  Pressure (an early report with a large
+ * not while a pressure hold-off runs; the next step waits until the balloon
+ * reached the last one (or KSTALED_SETTLE_SECONDS passed), since a guest
+ * under TCG or short of memory frees its pages slowly.  Pressure (an early report with a large
  * stale drop, or swap-in / major-fault rates over their limits) deflates to
  * the maximum at once and starts the hold-off.  A guest reboot does the same
  * without the hold-off: the new kernel has neither kstaled history nor
@@ -41,6 +43,11 @@ typedef struct {
   gboolean reclaim_swap_backed; /* count idle anonymous memory as reclaimable */
 } KstaledPolicyConfig;
 
+/* How long an inflation step may take before the next one is decided. */
+#define KSTALED_SETTLE_SECONDS 10
+/* How close to the request the balloon counts as there. */
+#define KSTALED_SETTLE_SLACK_KIB 1024
+
 void kstaled_policy_config_init (KstaledPolicyConfig *config);
 
 /* virDomainMemoryStats values, KiB except major_fault (a count). */
@@ -66,6 +73,9 @@ typedef struct {
   guint64 swap_in;
   guint64 major_fault;
   gint64 holdoff_until_us;
+  /* The last inflation asked for, until the balloon gets there. */
+  guint64 inflate_request_kib;
+  gint64 inflate_request_us;
 } KstaledPolicyState;
 
 typedef enum {
@@ -79,6 +89,7 @@ typedef enum {
   KSTALED_REASON_MAJOR_FAULTS,      /* pressure */
   KSTALED_REASON_WARMING_UP,        /* fewer guest scans than idle-age */
   KSTALED_REASON_HOLDOFF,
+  KSTALED_REASON_SETTLING,          /* the last inflation is under way */
   KSTALED_REASON_HYSTERESIS,
   KSTALED_REASON_GROW,
   KSTALED_REASON_SHRINK,
@@ -111,6 +122,7 @@ typedef struct {
   guint64 guest_scans;
   guint idle_age;
   gint64 holdoff_left_us;
+  guint64 settle_kib;               /* the inflation under way */
 } KstaledDecision;
 
 void kstaled_policy_decide (const KstaledPolicyConfig *config,

@@ -140,6 +140,47 @@ test_shrink_in_steps (Fixture *f, gconstpointer data)
 }
 
 static void
+test_settling (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 8 * GIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 256 * MIB);
+
+  /* the guest has freed only part of the step: wait for the rest */
+  advance (f, 1);
+  f->input.stats.actual = 8 * GIB - 100 * MIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  g_assert_cmpuint (f->d.settle_kib, ==, 8 * GIB - 256 * MIB);
+
+  /* within the slack counts as there: the next step is relative to it */
+  advance (f, 1);
+  f->input.stats.actual = 8 * GIB - 256 * MIB + 4;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 512 * MIB + 4);
+
+  /* a step the guest cannot finish is given up after the settle time */
+  advance (f, KSTALED_SETTLE_SECONDS - 1);
+  f->input.stats.actual = 8 * GIB - 300 * MIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
+  advance (f, 1);
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 556 * MIB);
+
+  /* pressure forgets the step under way */
+  f->input.early_stale_drop = 64 * MIB * BYTES_PER_KIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_EARLY_REPORT);
+  g_assert_cmpuint (f->state.inflate_request_kib, ==, 0);
+}
+
+static void
 test_hysteresis (Fixture *f, gconstpointer data)
 {
   (void) data;
@@ -519,6 +560,7 @@ main (int argc, char **argv)
   ADD ("/policy/estimate", test_estimate);
   ADD ("/policy/idle-age-selects-bucket", test_idle_age_selects_bucket);
   ADD ("/policy/shrink-in-steps", test_shrink_in_steps);
+  ADD ("/policy/settling", test_settling);
   ADD ("/policy/hysteresis", test_hysteresis);
   ADD ("/policy/grow-at-once", test_grow_at_once);
   ADD ("/policy/clamp-to-max", test_clamp_to_max);
