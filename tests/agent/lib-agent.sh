@@ -13,14 +13,21 @@ agent_state=$agent_dir/state.json
 agent_conf=$agent_dir/agent.conf
 agent_pid=
 
-# agent_config [KEY=VALUE...]: a configuration that polls every second;
-# extra lines go to [policy].
+# agent_config DOMAINS [KEY=VALUE...]: a configuration that polls every
+# second and manages only the domains in the space-separated list DOMAINS
+# (libvirtd is shared: other tests' domains are not this test's to
+# balloon); the KEY=VALUE lines go to [policy].
 agent_config() {
+	local domains=$1 d
+	shift
 	{
 		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\n' \
 			"$LIBVIRT_URI" "$agent_state"
-		printf '[policy]\n'
+		printf '[policy]\nenabled=false\n'
 		printf '%s\n' "$@"
+		for d in $domains; do
+			printf '[domain %s]\nenabled=true\n' "$d"
+		done
 	} >"$agent_conf"
 }
 

@@ -14,7 +14,7 @@ domain=kstaled-agent-faults
 trap 'agent_cleanup; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 # Small steps, so that the agent is killed between two of them.
-agent_config idle-age=5 headroom-percent=10 headroom-mib=32 min-memory-mib=128 \
+agent_config "$domain" idle-age=5 headroom-percent=10 headroom-mib=32 min-memory-mib=128 \
 	hysteresis-mib=16 hysteresis-percent=0 max-step-mib=32 \
 	reclaim-swap-backed=true
 
@@ -34,7 +34,9 @@ floor=$(jq --arg d "$domain" '.domains[] | select(.name == $d) | .decision["floo
 sleep 2
 actual=$(domain_kib "$domain" actual)
 echo "agent killed at $actual KiB (floor $floor KiB)"
-[ "$actual" -ge "$floor" ] && [ "$actual" -lt "$full" ] ||
+# Less than 1 MiB under: the guest's balloon driver inflates by whole page
+# arrays.
+{ [ "$actual" -ge $((floor - 1024)) ] && [ "$actual" -lt "$full" ]; } ||
 	die "after the kill the balloon is at $actual KiB (floor $floor, max $full)"
 agent_start
 agent_wait_log 3 "domain=$domain action=inflate" 60

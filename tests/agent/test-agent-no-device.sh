@@ -1,7 +1,8 @@
 #!/bin/bash
 # A domain without a kstaled device is left alone, once and as a daemon,
-# and the daemon survives what happens around it: a libvirtd restart, the
-# domain's QEMU killed under it, the domain starting again.
+# and the daemon survives what happens around it: a configuration reload,
+# a libvirtd restart, the domain's QEMU killed under it, the domain
+# starting again.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
@@ -10,7 +11,7 @@ set -euo pipefail
 domain=kstaled-agent-nodev
 trap 'agent_cleanup; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
-agent_config
+agent_config "$domain"
 
 console=$(domain_start --without-kstaled "$domain" 512 "")
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 ||
@@ -42,6 +43,18 @@ echo "$metrics" | grep -qx "kstaled_domain_managed{domain=\"$domain\"} 0" ||
 	die "metrics do not show $domain as unmanaged: $metrics"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/other")" = 404 ] ||
 	die "metrics endpoint answers other paths"
+
+# SIGHUP reloads the configuration; a broken one is refused.
+agent_config ""
+kill -HUP "$agent_pid"
+agent_wait_log 1 "reloaded $agent_conf" 10
+agent_wait_log 1 "domain=$domain is disabled in the configuration" 10
+echo '[domain' >"$agent_conf"
+kill -HUP "$agent_pid"
+agent_wait_log 1 "keeping the old configuration: $agent_conf" 10
+agent_config "$domain"
+kill -HUP "$agent_pid"
+agent_wait_log 2 "reloaded $agent_conf" 10
 
 libvirtd_restart
 agent_wait_log 2 "connected to $LIBVIRT_URI" 60

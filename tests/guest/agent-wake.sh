@@ -1,0 +1,20 @@
+# Guest workload of the agent tests: idle memory that wakes up.  kstaled
+# counts only idle clean pages as stale, so the workload is page cache: a
+# 48 MiB file on ext4 over a RAM disk, 4 MiB of it hot.  After
+# kstaled_vm.idle_seconds (default 60) it touches the whole file once, so
+# the guest's stale count drops by 44 MiB within a scan, and keeps running.
+idle_seconds=60
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in
+	kstaled_vm.idle_seconds=*) idle_seconds=${arg#kstaled_vm.idle_seconds=} ;;
+	esac
+done
+mke2fs -q /dev/ram0 >/dev/null
+mount -t ext4 /dev/ram0 /mnt
+mkdir -p /sys/fs/cgroup/work
+memload --cgroup /sys/fs/cgroup/work --size 48 --hot 4 --kind file --file /mnt/wake &
+pid=$!
+sleep "$idle_seconds"
+echo "agent-wake: touching all memory"
+kill -USR1 $pid
+wait $pid
