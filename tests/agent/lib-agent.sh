@@ -13,17 +13,20 @@ agent_state=$agent_dir/state.json
 agent_conf=$agent_dir/agent.conf
 agent_pid=
 
-# agent_config DOMAINS [KEY=VALUE...]: a configuration that polls every
-# second and manages only the domains in the space-separated list DOMAINS
-# (libvirtd is shared: other tests' domains are not this test's to
-# balloon); the KEY=VALUE lines go to [policy].
+# agent_config [--domains LIST] [KEY=VALUE...]: a configuration that
+# polls every second; the KEY=VALUE lines go to [policy].  With --domains
+# only the domains in the space-separated LIST are managed: libvirtd is
+# shared, and other tests' guests are not a test's to balloon.
 agent_config() {
-	local domains=$1 d
-	shift
+	local domains="" all=true d
+	if [ "${1:-}" = --domains ]; then
+		domains=$2 all=false
+		shift 2
+	fi
 	{
 		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\n' \
 			"$LIBVIRT_URI" "$agent_state"
-		printf '[policy]\nenabled=false\n'
+		printf '[policy]\nenabled=%s\n' "$all"
 		printf '%s\n' "$@"
 		for d in $domains; do
 			printf '[domain %s]\nenabled=true\n' "$d"
@@ -34,6 +37,7 @@ agent_config() {
 # agent_start [ARGS...]: the daemon in the background, logging to
 # $agent_log (appended, so restarts keep one log).
 agent_start() {
+	: >>"$agent_log"	# the background job opens it only when it runs
 	"$agent_bin" --config "$agent_conf" --verbose "$@" >>"$agent_log" 2>&1 &
 	agent_pid=$!
 }
@@ -54,7 +58,8 @@ agent_alive() {
 # agent exits meanwhile.
 agent_wait_log() {
 	local count=$1 pattern=$2 deadline=$((SECONDS + $3))
-	while [ "$(grep -cE -- "$pattern" "$agent_log" 2>/dev/null)" -lt "$count" ]; do
+	[ -f "$agent_log" ] || die "no agent log $agent_log"
+	while [ "$(grep -cE -- "$pattern" "$agent_log")" -lt "$count" ]; do
 		[ -z "$agent_pid" ] || agent_alive ||
 			die "agent exited while waiting for \"$pattern\"; log:
 $(cat "$agent_log")"
@@ -89,8 +94,15 @@ libvirtd_restart() {
 	fi
 }
 
+# agent_cleanup STATUS: stop the agent, print its log if the test failed
+# (not skipped),
+# and remove the test's files.
 agent_cleanup() {
 	agent_stop
+	if [ "$1" -ne 0 ] && [ "$1" -ne 77 ] && [ -s "$agent_log" ]; then
+		echo "agent log:"
+		cat "$agent_log"
+	fi >&2
 	rm -rf "$agent_dir"
 }
 

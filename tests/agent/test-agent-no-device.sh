@@ -9,9 +9,9 @@ set -euo pipefail
 . "$KSTALED_TOP/tests/agent/lib-agent.sh"
 
 domain=kstaled-agent-nodev
-trap 'agent_cleanup; domain_destroy $domain; libvirt_stop' EXIT
+trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
-agent_config "$domain"
+agent_config --domains "$domain"
 
 console=$(domain_start --without-kstaled "$domain" 512 "")
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 ||
@@ -45,14 +45,14 @@ echo "$metrics" | grep -qx "kstaled_domain_managed{domain=\"$domain\"} 0" ||
 	die "metrics endpoint answers other paths"
 
 # SIGHUP reloads the configuration; a broken one is refused.
-agent_config ""
+agent_config --domains ""
 kill -HUP "$agent_pid"
 agent_wait_log 1 "reloaded $agent_conf" 10
 agent_wait_log 1 "domain=$domain is disabled in the configuration" 10
 echo '[domain' >"$agent_conf"
 kill -HUP "$agent_pid"
 agent_wait_log 1 "keeping the old configuration: $agent_conf" 10
-agent_config "$domain"
+agent_config --domains "$domain"
 kill -HUP "$agent_pid"
 agent_wait_log 2 "reloaded $agent_conf" 10
 
