@@ -1,0 +1,48 @@
+#!/bin/bash
+# The host steers the guest's scanner through the device: kstaled-set-config
+# and qom-set of scan-seconds reach /sys/kernel/mm/kstaled/scan_seconds in
+# the guest.  virsh save / virsh restore (a migration to a file, into a new
+# QEMU started with the domain XML's scan-seconds=1) keeps the settings the
+# host set at run time.
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+. "$KSTALED_TOP/tests/lib-libvirt.sh"
+. "$KSTALED_TOP/tests/qemu/lib-device.sh"
+
+device_domain_start kstaled-qemu-config
+save=$KSTALED_CACHE/save-$domain.img
+trap 'domain_destroy $domain; rm -f "$save"; libvirt_stop' EXIT
+
+# guest_scan_seconds_becomes N: the guest printed that its scan period is N.
+guest_scan_seconds_becomes() {
+	wait_for_file_line "$console" "^QEMU-DEVICE-SCAN-SECONDS $1[[:space:]]*\$" 60 ||
+		die "guest scan_seconds did not become $1; console:
+$(grep QEMU-DEVICE-SCAN "$console")"
+	echo "guest scan_seconds is $1"
+}
+
+guest_scan_seconds_becomes 1
+qmp '{"execute":"kstaled-set-config","arguments":{"scan-seconds":3,"stale-page-age":7}}' >/dev/null
+guest_scan_seconds_becomes 3
+qmp '{"execute":"qom-set","arguments":{"path":"/machine/peripheral/kstaled0",
+	"property":"scan-seconds","value":4}}' >/dev/null
+guest_scan_seconds_becomes 4
+kstaled_query '."scan-seconds" == 4 and ."stale-page-age" == 7' >/dev/null ||
+	die "query-kstaled does not show the settings: $(kstaled_query)"
+
+before=$(qemu_pid)
+virsh_ save "$domain" "$save" >/dev/null
+virsh_ restore "$save" >/dev/null
+after=$(qemu_pid)
+[ "$before" != "$after" ] || die "restore did not start a new QEMU"
+settings=$(kstaled_query '{"scan-seconds", "stale-page-age"}')
+echo "after restore (QEMU $before -> $after): $settings"
+[ "$settings" = '{"scan-seconds":4,"stale-page-age":7}' ] ||
+	die "virsh restore lost the settings: $settings"
+
+# The restored guest and device still work together.
+reports=$(kstaled_query .reports)
+wait_for_query ".reports > $reports" 60 ||
+	die "no report from the restored guest: $(kstaled_query)"
+qmp '{"execute":"kstaled-set-config","arguments":{"scan-seconds":2}}' >/dev/null
+guest_scan_seconds_becomes 2
