@@ -29,7 +29,18 @@ for console in "$idle_console" "$wake_console"; do
 $(cat "$console")"
 done
 full=$((512 * 1024))
-agent_start
+
+# --dry-run decides and logs, and changes nothing.
+agent_start --dry-run
+agent_wait_log 1 "dry-run: domain=$idle action=inflate reason=shrink" 60
+agent_stop
+[ "$(domain_kib "$idle" actual)" -eq "$full" ] ||
+	die "--dry-run changed $idle's balloon to $(domain_kib "$idle" actual) KiB"
+jq -e '."dry-run" == true' "$agent_state" >/dev/null || die "the state file does not say dry-run"
+echo "dry run: $(grep -c "dry-run: domain=" "$agent_log") decisions logged, balloons untouched"
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+agent_start --metrics-port "$port"
 start=$SECONDS
 
 # Both shrink: the idle guest's 260 idle MiB and the waking guest's 44 go;
@@ -67,6 +78,16 @@ echo "$idle settled at $actual KiB: target $target, working set $(echo "$decisio
 [ "$actual" -le $((target + 17 * 1024)) ] ||
 	die "$idle at $actual KiB, further than the hysteresis above its target $target KiB"
 guest_healthy "$idle" "$idle_console"
+
+# The metrics agree with the state file, per domain and per cgroup.
+metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || die "no metrics on port $port"
+state_target=$(jq --arg d "$idle" '.domains[] | select(.name == $d) | .decision["target-kib"]' "$agent_state")
+echo "$metrics" | grep -qx "kstaled_domain_target_bytes{domain=\"$idle\"} $((state_target * 1024))" ||
+	die "metrics disagree with the state file's target $state_target KiB: $(echo "$metrics" | grep "domain=\"$idle\"" | head -20)"
+echo "$metrics" | grep -qE "^kstaled_cgroup_idle_bytes\{domain=\"$idle\",cgroup=\"/work\",kind=\"dirty-swap\",min_scans=\"1\"\} [1-9][0-9]*$" ||
+	die "metrics lack $idle's /work idle memory: $(echo "$metrics" | grep cgroup_idle | head)"
+echo "$metrics" | grep -x "kstaled_domain_managed{domain=\"$wake\"} 1" >/dev/null ||
+	die "metrics do not show $wake as managed"
 
 # The waking guest's idle memory becomes hot: it reports early, and the
 # agent deflates it.  That needs the guest kernel's stale page count.
