@@ -110,10 +110,16 @@ agent_cleanup() {
 # kstaled device and the guest kernel its driver; the ballooning tests need
 # both parts of the series.
 agent_require_device() {
+	local missing=
 	grep -q 'virtio-kstaled' "$KSTALED_TOP/qemu-device/patches/series" ||
-		{ echo "SKIP: the QEMU series has no virtio-kstaled device yet"; exit 77; }
+		missing="the QEMU series has no virtio-kstaled device"
 	[ -s "$KSTALED_TOP/guest-kernel/patches/series.driver" ] ||
-		{ echo "SKIP: the guest kernel series has no kstaled driver yet"; exit 77; }
+		missing="the guest kernel series has no kstaled driver"
+	if [ -n "$missing" ]; then
+		rm -rf "$agent_dir"
+		echo "SKIP: $missing"
+		exit 77
+	fi
 }
 
 # log_ms LINE: the GLib log timestamp (HH:MM:SS.mmm) of LINE in ms.
