@@ -1,13 +1,28 @@
-# The demo guest's workload: a working set that changes over time, so the
-# host sees the guest's memory use move.  Phases are printed on the console;
-# when they are done the guest powers itself off.
-phase() {
-	echo "demo-workload: phase $1: $2 MiB allocated, $3 MiB hot for $4 s"
-	memload --cgroup /sys/fs/cgroup/demo --size "$2" --hot "$3" &
-	pid=$!
-	sleep "$4"
-	kill $pid
-	wait $pid || true
-}
-phase 1 200 40 30
-phase 2 200 200 30
+# The demo guest's workload (scripts/demo.sh): memory that goes idle, wakes
+# up at once, and goes idle again.  200 MiB of anonymous memory (its idle
+# part can go to a zram swap device) and a 48 MiB file on ext4 over a RAM
+# disk (idle page cache is what kstaled counts as stale), each with a few
+# MiB hot.  After kstaled_vm.idle_seconds (default 100) both are touched
+# whole once, and then left to go idle again.  Never exits by itself.
+idle_seconds=100
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in
+	kstaled_vm.idle_seconds=*) idle_seconds=${arg#kstaled_vm.idle_seconds=} ;;
+	esac
+done
+echo 300M >/sys/block/zram0/disksize
+mkswap /dev/zram0 >/dev/null
+swapon /dev/zram0
+mke2fs -q /dev/ram0 >/dev/null
+mount -t ext4 /dev/ram0 /mnt
+mkdir -p /sys/fs/cgroup/demo
+memload --cgroup /sys/fs/cgroup/demo --size 200 --hot 20 --dirty &
+anon=$!
+memload --cgroup /sys/fs/cgroup/demo --size 48 --hot 4 --kind file --file /mnt/demo &
+file=$!
+echo "demo-workload: 248 MiB allocated, 24 MiB hot"
+sleep "$idle_seconds"
+echo "demo-workload: touching all 248 MiB"
+kill -USR1 $anon $file
+echo "demo-workload: 24 MiB hot again"
+wait
