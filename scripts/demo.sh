@@ -59,7 +59,7 @@ show() {
 		[(.["idle-clean"][0] + .["idle-dirty-file"][0] + .["idle-dirty-swap"][0]),
 		 (.["idle-clean"][2] + .["idle-dirty-file"][2] + .["idle-dirty-swap"][2])] |
 		@tsv' <<<"$report")
-	actual=$(virsh_ dommemstat "$domain" | awk '$1 == "actual" { print $2 }')
+	actual=$(domain_kib "$domain" actual)
 	target=$(jq -r --arg d "$domain" '.domains[] | select(.name == $d) |
 		.decision["target-kib"] // 0' "$work/state.json" 2>/dev/null || echo 0)
 	printf '%s  workload idle >=1 scan %4d MiB, >=5 scans %4d MiB | agent target %4d MiB | balloon %4d MiB | %s\n' \

@@ -98,7 +98,8 @@ wait_for_file_line() {
 	return 1
 }
 
-# domain_balloon_kib NAME: the balloon's current size as QEMU reports it.
-domain_balloon_kib() {
-	virsh_ dommemstat "$1" | awk '$1 == "actual" { print $2 }'
+# domain_kib NAME KEY: a dommemstat value in KiB ("actual" is the
+# balloon's current size as QEMU reports it).
+domain_kib() {
+	virsh_ dommemstat "$1" | awk -v k="$2" '$1 == k { print $2 }'
 }

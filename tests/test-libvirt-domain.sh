@@ -27,20 +27,20 @@ echo "query-version: $version"
 echo "$version" | jq -e '.return.qemu == {"major": 10, "minor": 0, "micro": 2}' >/dev/null ||
 	die "query-version did not report QEMU 10.0.2: $version"
 
-before=$(domain_balloon_kib "$domain")
+before=$(domain_kib "$domain" actual)
 [ "$before" -eq $((512 * 1024)) ] || die "balloon starts at $before KiB, expected 524288"
 virsh_ setmem "$domain" 256M --live
 deadline=$((SECONDS + 60))
-while [ "$(domain_balloon_kib "$domain")" -ne $((256 * 1024)) ]; do
+while [ "$(domain_kib "$domain" actual)" -ne $((256 * 1024)) ]; do
 	[ $SECONDS -lt $deadline ] ||
-		die "balloon stuck at $(domain_balloon_kib "$domain") KiB after setmem 256M"
+		die "balloon stuck at $(domain_kib "$domain" actual) KiB after setmem 256M"
 	sleep 0.5
 done
 # The guest itself saw the memory go: the memory its balloon driver
 # reports (MemTotal, updated every stats period) drops below what it owns.
 deadline=$((SECONDS + 30))
 while :; do
-	available=$(virsh_ dommemstat "$domain" | awk '$1 == "available" { print $2 }')
+	available=$(domain_kib "$domain" available)
 	[ -n "$available" ] && [ "$available" -lt $((256 * 1024)) ] && break
 	[ $SECONDS -lt $deadline ] ||
 		die "guest reports available=${available:-none} KiB, expected under 262144"

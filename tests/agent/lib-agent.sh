@@ -128,11 +128,6 @@ log_ms() {
 		awk '{ print (($1 * 60 + $2) * 60 + $3) * 1000 + $4 }'
 }
 
-# domain_kib NAME KEY: a dommemstat value in KiB.
-domain_kib() {
-	virsh_ dommemstat "$1" | awk -v k="$2" '$1 == k { print $2 }'
-}
-
 # guest_healthy NAME CONSOLE: the guest's kernel killed nothing for lack
 # of memory.
 guest_healthy() {

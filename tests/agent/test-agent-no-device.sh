@@ -17,7 +17,7 @@ console=$(domain_start --without-kstaled "$domain" 512 "")
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 ||
 	die "guest did not boot; console:
 $(cat "$console")"
-full=$(domain_balloon_kib "$domain")
+full=$(domain_kib "$domain" actual)
 
 "$agent_bin" --config "$agent_conf" --once >"$agent_log" 2>&1 ||
 	die "kstaled-agent --once failed: $(cat "$agent_log")"
@@ -77,8 +77,8 @@ agent_wait_log 1 "domain=$domain started" 30
 agent_wait_log 2 "domain=$domain has no kstaled device" 30
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 || die "guest did not boot again"
 sleep 2
-[ "$(domain_balloon_kib "$domain")" -eq "$full" ] ||
-	die "balloon of $domain moved to $(domain_balloon_kib "$domain") KiB"
+[ "$(domain_kib "$domain" actual)" -eq "$full" ] ||
+	die "balloon of $domain moved to $(domain_kib "$domain" actual) KiB"
 ! grep -q "domain=$domain action=" "$agent_log" ||
 	die "the agent decided about a domain without the device"
 agent_stop
