@@ -93,5 +93,5 @@ build() {
 }
 
 [ -f "$out_dir/bzImage" ] || with_lock "kernel-$variant" build
-[ -n "$output" ] && cp "$out_dir/bzImage" "$output"
+[ -n "$output" ] && copy_output "$out_dir/bzImage" "$output"
 echo "$out_dir/bzImage"

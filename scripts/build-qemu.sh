@@ -101,5 +101,5 @@ build() {
 }
 
 [ -x "$out_dir/qemu-system-x86_64" ] || with_lock qemu build
-[ -n "$output" ] && cp "$out_dir/qemu-system-x86_64" "$output"
+[ -n "$output" ] && copy_output "$out_dir/qemu-system-x86_64" "$output"
 echo "$out_dir/qemu-system-x86_64"

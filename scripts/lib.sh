@@ -71,6 +71,16 @@ with_lock() {
 	) 9>"$KSTALED_CACHE/locks/$name.lock"
 }
 
+# copy_output SOURCE DEST: copy a built artifact to a user's path by
+# rename, so that a QEMU or a boot still running the old file keeps it
+# (cp over a running binary fails with "Text file busy").
+copy_output() {
+	local tmp
+	tmp=$(mktemp "$2.XXXXXX") || die "cannot write next to $2"
+	cp "$1" "$tmp" && chmod --reference="$1" "$tmp" && mv -f "$tmp" "$2" ||
+		{ rm -f "$tmp"; die "cannot copy $1 to $2"; }
+}
+
 # The built artifacts, as meson's test environment passes them; a plain
 # shell user gets the same through the build scripts (cached, so cheap).
 guest_qemu() {
