@@ -94,32 +94,15 @@ libvirtd_restart() {
 	fi
 }
 
-# agent_cleanup STATUS: stop the agent, print its log if the test failed
-# (not skipped),
+# agent_cleanup STATUS: stop the agent, print its log if the test failed,
 # and remove the test's files.
 agent_cleanup() {
 	agent_stop
-	if [ "$1" -ne 0 ] && [ "$1" -ne 77 ] && [ -s "$agent_log" ]; then
+	if [ "$1" -ne 0 ] && [ -s "$agent_log" ]; then
 		echo "agent log:"
 		cat "$agent_log"
 	fi >&2
 	rm -rf "$agent_dir"
-}
-
-# agent_require_device: exit 77 (skipped) unless this build's QEMU has the
-# kstaled device and the guest kernel its driver; the ballooning tests need
-# both parts of the series.
-agent_require_device() {
-	local missing=
-	grep -q 'virtio-kstaled' "$KSTALED_TOP/qemu-device/patches/series" ||
-		missing="the QEMU series has no virtio-kstaled device"
-	[ -s "$KSTALED_TOP/guest-kernel/patches/series.driver" ] ||
-		missing="the guest kernel series has no kstaled driver"
-	if [ -n "$missing" ]; then
-		rm -rf "$agent_dir"
-		echo "SKIP: $missing"
-		exit 77
-	fi
 }
 
 # log_ms LINE: the GLib log timestamp (HH:MM:SS.mmm) of LINE in ms.

@@ -8,7 +8,6 @@ set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
 . "$KSTALED_TOP/tests/agent/lib-agent.sh"
-agent_require_device
 
 domain=kstaled-agent-faults
 trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
