@@ -1,20 +1,26 @@
 #!/bin/bash
-# build-kernel.sh [--without-kstaled] [--output FILE]
+# build-kernel.sh [--without-kstaled | --driver-module] [--output FILE]
+#                 [--module-output FILE]
 # Build the guest kernel: Debian's linux-source-6.12, the project's patch
 # series (guest-kernel/patches/series, then series.driver if present), the
-# config fragment guest-kernel/kstaled.config merged onto tinyconfig.
-# The bzImage is cached under $KSTALED_CACHE/kernel-<hash>/, keyed by the
-# source version, the patches and the config; the path is printed on stdout
-# (and the image copied to --output FILE when given).
+# config fragment guest-kernel/kstaled.config merged onto tinyconfig, then
+# for a variant its own fragment: without-kstaled.config, or
+# driver-module.config (the virtio_kstaled driver as a module).
+# The bzImage is cached under $KSTALED_CACHE/kernel-<variant>-<hash>/,
+# keyed by the source version, the patches and the config; the path is
+# printed on stdout (and the image copied to --output FILE when given;
+# --driver-module's virtio_kstaled.ko to --module-output FILE).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 variant=kstaled
-output=
+output= module_output=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--without-kstaled) variant=no-kstaled ;;
+	--driver-module) variant=driver-module ;;
 	--output) output=${2:?--output needs a file}; shift ;;
+	--module-output) module_output=${2:?--module-output needs a file}; shift ;;
 	*) die "unknown argument '$1'" ;;
 	esac
 	shift
@@ -30,7 +36,12 @@ patches=()
 add_series "$patch_dir"
 [ -f "$patch_dir/series.driver" ] && add_series "$patch_dir" series.driver
 fragments=("$KSTALED_TOP/guest-kernel/kstaled.config")
-[ "$variant" = no-kstaled ] && fragments+=("$KSTALED_TOP/guest-kernel/without-kstaled.config")
+case "$variant" in
+no-kstaled) fragments+=("$KSTALED_TOP/guest-kernel/without-kstaled.config") ;;
+driver-module) fragments+=("$KSTALED_TOP/guest-kernel/driver-module.config") ;;
+esac
+[ -z "$module_output" ] || [ "$variant" = driver-module ] ||
+	die "--module-output needs --driver-module"
 
 hash=$(input_hash "linux-source-6.12 $source_version" "$variant" \
 	"${patches[@]}" "${fragments[@]}" "$0")
@@ -80,13 +91,18 @@ build() {
 		"${fragments[@]}" >/dev/null
 	"${make[@]}" -s olddefconfig
 	check_config "$build/.config" "${fragments[@]}"
-	log "building bzImage ($variant)"
-	if ! "${make[@]}" -s bzImage >"$work/build.log" 2>&1; then
+	local targets=(bzImage) artifacts=("$build/arch/x86/boot/bzImage" "$build/.config")
+	if [ "$variant" = driver-module ]; then
+		targets+=(modules)
+		artifacts+=("$build/drivers/virtio/virtio_kstaled.ko")
+	fi
+	log "building ${targets[*]} ($variant)"
+	if ! "${make[@]}" -s "${targets[@]}" >"$work/build.log" 2>&1; then
 		tail -n 40 "$work/build.log" >&2
 		die "kernel build failed ($variant); full log: $work/build.log"
 	fi
 	mkdir -p "$out_dir.tmp"
-	cp "$build/arch/x86/boot/bzImage" "$build/.config" "$out_dir.tmp/"
+	cp "${artifacts[@]}" "$out_dir.tmp/"
 	rm -rf "$out_dir"
 	mv "$out_dir.tmp" "$out_dir"
 	log "built $out_dir/bzImage in $(($(date +%s) - start)) s"
@@ -94,4 +110,5 @@ build() {
 
 [ -f "$out_dir/bzImage" ] || with_lock "kernel-$variant" build
 [ -n "$output" ] && copy_output "$out_dir/bzImage" "$output"
+[ -n "$module_output" ] && copy_output "$out_dir/virtio_kstaled.ko" "$module_output"
 echo "$out_dir/bzImage"
