@@ -96,7 +96,11 @@ def plot(sections, path):
             positions = [i + n * width for i, x in enumerate(xs) if x in values]
             ax.bar(positions, [values[x] for x in xs if x in values], width, label=name)
         ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(xs))])
-        ax.set_xticklabels([str(x) for x in xs], rotation=30 if len(xs) > 6 else 0)
+        # Slanted when many, or long, labels would overlap.
+        labels = [str(x) for x in xs]
+        crowded = len(xs) > 6 or sum(len(x) for x in labels) > 60
+        ax.set_xticklabels(labels, rotation=30 if crowded else 0,
+                           ha='right' if crowded else 'center')
         ax.set_xlabel(spec["x"])
         ax.set_ylabel(spec["ylabel"])
         ax.set_title(f"{section['section']}. {section.get('title', section['name'])}")
