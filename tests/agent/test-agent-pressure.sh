@@ -1,0 +1,62 @@
+#!/bin/bash
+# Memory pressure without an early report: a guest whose idle memory is
+# anonymous (tests/guest/agent-swap.sh) is ballooned down, its idle part
+# going to zram; when its workload touches all of it again, the swap-ins
+# in the guest's balloon statistics make the agent give all the memory
+# back at once.  The early-report and major-fault signals are turned off,
+# so only the swap-in rate can be the reason.
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+. "$KSTALED_TOP/tests/lib-libvirt.sh"
+. "$KSTALED_TOP/tests/agent/lib-agent.sh"
+
+domain=kstaled-agent-swap
+trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
+libvirt_start
+agent_config --domains "$domain" min-memory-mib=128 reclaim-swap-backed=true \
+	stale-drop-mib=0 major-fault-rate=0 pressure-holdoff=600
+console=$(domain_start "$domain" 512 "kstaled_vm.run=agent-swap kstaled_vm.idle_seconds=75")
+wait_for_file_line "$console" '^memload: ready' 120 ||
+	die "workload did not start; console:
+$(cat "$console")"
+full=$((512 * 1024))
+
+agent_start
+start=$SECONDS
+# 180 of the 200 MiB are idle: shrunk means well under the 512 MiB.
+until [ "$(domain_kib "$domain" actual)" -le $((384 * 1024)) ]; do
+	[ $((SECONDS - start)) -lt 60 ] ||
+		die "$domain still at $(domain_kib "$domain" actual) KiB after 60 s; agent log:
+$(cat "$agent_log")"
+	sleep 1
+done
+grep -q '^agent-swap: touching all' "$console" &&
+	die "the workload woke up before the agent shrank $domain"
+echo "$domain ballooned to $(domain_kib "$domain" actual) KiB after $((SECONDS - start)) s"
+
+wait_for_file_line "$console" '^agent-swap: touching all' 120 ||
+	die "the workload never touched its memory"
+touched=$SECONDS
+# Squeezing may itself swap in a little; the balloon must still be down
+# when the workload wakes, or the deflate below would prove nothing.
+[ "$(domain_kib "$domain" actual)" -lt "$full" ] ||
+	die "$domain was back at $full KiB before its workload woke; agent log:
+$(grep "domain=$domain action=" "$agent_log")"
+before=$(grep -c "domain=$domain action=deflate" "$agent_log" || true)
+agent_wait_log $((before + 1)) "domain=$domain action=deflate" 30
+decision=$(grep "domain=$domain action=deflate" "$agent_log" | sed -n "$((before + 1))p")
+echo "$decision" | grep -q "reason=swap-in" ||
+	die "the deflate after the touch was not for swap-ins: $decision"
+echo "$decision"
+echo "$decision" | grep -q "new-kib=$full " ||
+	die "the swap-ins did not bring $domain back to $full KiB"
+grep -E "domain=$domain action=deflate reason=(early-report|major-faults)" "$agent_log" &&
+	die "a signal that was turned off made the agent deflate"
+until [ "$(domain_kib "$domain" actual)" -eq "$full" ]; do
+	[ $((SECONDS - touched)) -lt 60 ] ||
+		die "$domain still at $(domain_kib "$domain" actual) KiB 60 s after its workload woke"
+	sleep 0.2
+done
+echo "$domain back at $full KiB $((SECONDS - touched)) s after its workload woke"
+guest_healthy "$domain" "$console"
+agent_alive || die "the agent exited"
