@@ -70,6 +70,19 @@ $(cat "$agent_log")"
 	done
 }
 
+# wait_balloon DOMAIN TEST KIB SECONDS: wait until DOMAIN's balloon
+# ("actual") passes [ ACTUAL TEST KIB ] (TEST: -le, -eq, ...); dies with
+# the agent log if it does not within SECONDS.
+wait_balloon() {
+	local deadline=$((SECONDS + $4))
+	until [ "$(domain_kib "$1" actual)" "$2" "$3" ]; do
+		[ $SECONDS -lt $deadline ] ||
+			die "$1's balloon at $(domain_kib "$1" actual) KiB after $4 s, not $2 $3 KiB; agent log:
+$(cat "$agent_log")"
+		sleep 0.2
+	done
+}
+
 # libvirtd_restart: stop the running libvirtd (whoever started it) and
 # start a new one; domains keep running, as they do on a real upgrade.
 libvirtd_restart() {

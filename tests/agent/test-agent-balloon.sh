@@ -45,13 +45,7 @@ start=$SECONDS
 # Both shrink: the idle guest's 260 idle MiB and the waking guest's 44 go;
 # down to the floor or the working set plus headroom means under 320 MiB.
 for dom in "$idle" "$wake"; do
-	deadline=$((start + 120))
-	until [ "$(domain_kib "$dom" actual)" -le $((320 * 1024)) ]; do
-		[ $SECONDS -lt $deadline ] ||
-			die "$dom still at $(domain_kib "$dom" actual) KiB after 120 s; agent log:
-$(cat "$agent_log")"
-		sleep 1
-	done
+	wait_balloon "$dom" -le $((320 * 1024)) 120
 	echo "$dom ballooned to $(domain_kib "$dom" actual) KiB after $((SECONDS - start)) s"
 done
 grep -q '^agent-wake: touching all' "$wake_console" &&
@@ -104,11 +98,7 @@ latency=$(($(log_ms "$decision") - $(log_ms "$event") + delay))
 echo "early report to balloon request: $latency ms"
 [ "$latency" -le 2000 ] || die "the agent took $latency ms to react to the early report"
 deflated=$SECONDS
-until [ "$(domain_kib "$wake" actual)" -eq "$full" ]; do
-	[ $((SECONDS - deflated)) -lt 30 ] ||
-		die "$wake still at $(domain_kib "$wake" actual) KiB 30 s after the early report"
-	sleep 0.2
-done
+wait_balloon "$wake" -eq "$full" 30
 echo "$wake back at $full KiB within $((SECONDS - deflated)) s of the agent's request"
 guest_healthy "$wake" "$wake_console"
 guest_healthy "$idle" "$idle_console"

@@ -24,12 +24,7 @@ full=$((512 * 1024))
 agent_start
 start=$SECONDS
 # 180 of the 200 MiB are idle: shrunk means well under the 512 MiB.
-until [ "$(domain_kib "$domain" actual)" -le $((384 * 1024)) ]; do
-	[ $((SECONDS - start)) -lt 60 ] ||
-		die "$domain still at $(domain_kib "$domain" actual) KiB after 60 s; agent log:
-$(cat "$agent_log")"
-	sleep 1
-done
+wait_balloon "$domain" -le $((384 * 1024)) 60
 grep -q '^agent-swap: touching all' "$console" &&
 	die "the workload woke up before the agent shrank $domain"
 echo "$domain ballooned to $(domain_kib "$domain" actual) KiB after $((SECONDS - start)) s"
@@ -52,11 +47,7 @@ echo "$decision" | grep -q "new-kib=$full " ||
 	die "the swap-ins did not bring $domain back to $full KiB"
 grep -E "domain=$domain action=deflate reason=(early-report|major-faults)" "$agent_log" &&
 	die "a signal that was turned off made the agent deflate"
-until [ "$(domain_kib "$domain" actual)" -eq "$full" ]; do
-	[ $((SECONDS - touched)) -lt 60 ] ||
-		die "$domain still at $(domain_kib "$domain" actual) KiB 60 s after its workload woke"
-	sleep 0.2
-done
+wait_balloon "$domain" -eq "$full" 60
 echo "$domain back at $full KiB $((SECONDS - touched)) s after its workload woke"
 guest_healthy "$domain" "$console"
 agent_alive || die "the agent exited"

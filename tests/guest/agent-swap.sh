@@ -4,15 +4,9 @@
 # kstaled_vm.idle_seconds (default 60) it touches all 200 MiB once, which
 # swaps the squeezed part back in, and keeps running.  Anonymous memory
 # is never stale, so the guest sends no early report for it.
-idle_seconds=60
-for arg in $(cat /proc/cmdline); do
-	case "$arg" in
-	kstaled_vm.idle_seconds=*) idle_seconds=${arg#kstaled_vm.idle_seconds=} ;;
-	esac
-done
-echo 300M >/sys/block/zram0/disksize
-mkswap /dev/zram0 >/dev/null
-swapon /dev/zram0
+. /guest/lib-kstaled.sh
+idle_seconds=$(cmdline_param kstaled_vm.idle_seconds 60)
+zram_swap 300M
 mkdir -p /sys/fs/cgroup/work
 memload --cgroup /sys/fs/cgroup/work --size 200 --hot 20 --dirty &
 pid=$!

@@ -3,12 +3,8 @@
 # 48 MiB file on ext4 over a RAM disk, 4 MiB of it hot.  After
 # kstaled_vm.idle_seconds (default 60) it touches the whole file once, so
 # the guest's stale count drops by 44 MiB within a scan, and keeps running.
-idle_seconds=60
-for arg in $(cat /proc/cmdline); do
-	case "$arg" in
-	kstaled_vm.idle_seconds=*) idle_seconds=${arg#kstaled_vm.idle_seconds=} ;;
-	esac
-done
+. /guest/lib-kstaled.sh
+idle_seconds=$(cmdline_param kstaled_vm.idle_seconds 60)
 mke2fs -q /dev/ram0 >/dev/null
 mount -t ext4 /dev/ram0 /mnt
 mkdir -p /sys/fs/cgroup/work

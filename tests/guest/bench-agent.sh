@@ -3,12 +3,8 @@
 # from kstaled_vm.workload (idle or wake), plus the figures the benchmarks
 # need from inside the guest: what it had available before the workload,
 # and every second its swap-ins, major faults and OOM kills so far.
-workload=idle
-for arg in $(cat /proc/cmdline); do
-	case "$arg" in
-	kstaled_vm.workload=*) workload=${arg#kstaled_vm.workload=} ;;
-	esac
-done
+. /guest/lib-kstaled.sh
+workload=$(cmdline_param kstaled_vm.workload idle)
 awk '/^MemAvailable:/ { print "bench-agent: available-kib=" $2 }' /proc/meminfo
 while sleep 1; do
 	awk '$1 == "pswpin" || $1 == "pgmajfault" || $1 == "oom_kill" {

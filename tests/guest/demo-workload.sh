@@ -4,15 +4,9 @@
 # disk (idle page cache is what kstaled counts as stale), each with a few
 # MiB hot.  After kstaled_vm.idle_seconds (default 100) both are touched
 # whole once, and then left to go idle again.  Never exits by itself.
-idle_seconds=100
-for arg in $(cat /proc/cmdline); do
-	case "$arg" in
-	kstaled_vm.idle_seconds=*) idle_seconds=${arg#kstaled_vm.idle_seconds=} ;;
-	esac
-done
-echo 300M >/sys/block/zram0/disksize
-mkswap /dev/zram0 >/dev/null
-swapon /dev/zram0
+. /guest/lib-kstaled.sh
+idle_seconds=$(cmdline_param kstaled_vm.idle_seconds 100)
+zram_swap 300M
 mke2fs -q /dev/ram0 >/dev/null
 mount -t ext4 /dev/ram0 /mnt
 mkdir -p /sys/fs/cgroup/demo

@@ -79,6 +79,14 @@ cmdline_param() {
 	echo "$value"
 }
 
+# zram_swap SIZE: swap on a zram device of SIZE (e.g. 300M), where the
+# balloon can push idle anonymous memory.
+zram_swap() {
+	echo "$1" >/sys/block/zram0/disksize || fail "cannot size zram0 to $1"
+	mkswap /dev/zram0 >/dev/null || fail "mkswap /dev/zram0 failed"
+	swapon /dev/zram0 || fail "swapon /dev/zram0 failed"
+}
+
 # task_cpu_ticks PID: user + system CPU time of a task, in USER_HZ ticks
 # (100 per second on x86).
 task_cpu_ticks() {
