@@ -190,6 +190,14 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
       return;
     }
   actual = input->stats.actual;
+  if (state->stale_actual_kib != 0)
+    {
+      if (actual == state->stale_actual_kib)
+        actual = d->max_kib;
+      else
+        state->stale_actual_kib = 0;
+      d->actual_kib = d->new_kib = actual;
+    }
   have_estimate = estimate (config, input, d, &missing_reason);
 
   if (input->rebooted || pressure)
@@ -200,6 +208,8 @@ kstaled_policy_decide (const KstaledPolicyConfig *config,
         {
           d->action = KSTALED_ACTION_DEFLATE;
           d->new_kib = d->max_kib;
+          if (input->rebooted)
+            state->stale_actual_kib = actual;
         }
       return;
     }

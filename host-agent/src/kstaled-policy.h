@@ -15,7 +15,9 @@
  * stale drop, or swap-in / major-fault rates over their limits) deflates to
  * the maximum at once and starts the hold-off.  A guest reboot does the same
  * without the hold-off: the new kernel has neither kstaled history nor
- * counters, and boots best with all its memory.
+ * counters, and boots best with all its memory.  Until its balloon driver
+ * moves the balloon, QEMU still reports the old kernel's "actual", so the
+ * policy takes the guest to be at the maximum the reboot gave it.
  *
  * Histograms are summed over cgroups: kstaled charges each page to the one
  * memory cgroup that owns it, so cgroup histograms do not overlap. */
@@ -76,6 +78,9 @@ typedef struct {
   /* The last inflation asked for, until the balloon gets there. */
   guint64 inflate_request_kib;
   gint64 inflate_request_us;
+  /* The old kernel's balloon, which QEMU keeps reporting after a reboot
+   * until the new driver moves the balloon; 0 when "actual" is current. */
+  guint64 stale_actual_kib;
 } KstaledPolicyState;
 
 typedef enum {

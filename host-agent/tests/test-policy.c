@@ -495,15 +495,29 @@ test_reboot (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
 
   /* the counters start over without counting as pressure, and no hold-off
-   * delays shrinking once the new kernel reports */
+   * delays shrinking once the new kernel reports; QEMU still says 4 GiB,
+   * the old kernel's balloon, but the new kernel has all 8 GiB: the first
+   * step down starts from there */
   advance (f, 10);
   f->input.rebooted = FALSE;
   f->input.report = f->report;
-  f->input.stats.actual = 8 * GIB;
   f->input.stats.major_fault = 10;
   decide (f);
   g_assert_cmpuint (f->d.major_fault_rate, ==, 1);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpuint (f->d.actual_kib, ==, 8 * GIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - f->config.max_step_kib);
+
+  /* once the new driver moves the balloon, its "actual" counts again */
+  advance (f, 10);
+  f->input.stats.actual = f->d.new_kib;
+  decide (f);
+  g_assert_cmpuint (f->d.actual_kib, ==, 8 * GIB - f->config.max_step_kib);
+  advance (f, 10);
+  f->input.stats.actual = 4 * GIB;
+  decide (f);
+  g_assert_cmpuint (f->d.actual_kib, ==, 4 * GIB);
+  f->input.stats.actual = 8 * GIB;
 
   /* already at the maximum: nothing to do */
   f->input.rebooted = TRUE;
