@@ -5,8 +5,7 @@
 # the guest's stale count drops by 44 MiB within a scan, and keeps running.
 . /guest/lib-kstaled.sh
 idle_seconds=$(cmdline_param kstaled_vm.idle_seconds 60)
-mke2fs -q /dev/ram0 >/dev/null
-mount -t ext4 /dev/ram0 /mnt
+ramdisk_ext4
 mkdir -p /sys/fs/cgroup/work
 memload --cgroup /sys/fs/cgroup/work --size 48 --hot 4 --kind file --file /mnt/wake &
 pid=$!

@@ -7,8 +7,7 @@
 . /guest/lib-kstaled.sh
 idle_seconds=$(cmdline_param kstaled_vm.idle_seconds 100)
 zram_swap 300M
-mke2fs -q /dev/ram0 >/dev/null
-mount -t ext4 /dev/ram0 /mnt
+ramdisk_ext4
 mkdir -p /sys/fs/cgroup/demo
 memload --cgroup /sys/fs/cgroup/demo --size 200 --hot 20 --dirty &
 anon=$!

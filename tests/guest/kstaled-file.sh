@@ -13,8 +13,7 @@ size=$((16 * MiB))
 tolerance=$((size / 20))
 # No periodic writeback: only the sync below cleans the dirty file.
 echo 0 >/proc/sys/vm/dirty_writeback_centisecs
-mke2fs -q /dev/ram0 >/dev/null
-mount -t ext4 /dev/ram0 /mnt
+ramdisk_ext4
 echo 1 >/sys/kernel/mm/kstaled/scan_seconds
 memload_start /tmp/clean.log --cgroup $clean --size 16 --hot 0 --kind file --file /mnt/clean
 memload_start /tmp/dirty.log --cgroup $dirty --size 16 --hot 0 --kind file --file /mnt/dirty --dirty

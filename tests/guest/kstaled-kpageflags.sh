@@ -7,8 +7,7 @@
 . /guest/lib-kstaled.sh
 KPF_STALE=27	# include/uapi/linux/kernel-page-flags.h
 cg=/sys/fs/cgroup/kstaled-kpageflags
-mke2fs -q /dev/ram0 >/dev/null
-mount -t ext4 /dev/ram0 /mnt
+ramdisk_ext4
 mkdir -p $cg
 echo 2 >$cg/memory.stale_page_age
 echo 1 >/sys/kernel/mm/kstaled/scan_seconds

@@ -13,8 +13,7 @@ size=$((16 * MiB))
 tolerance=$((size / 20))
 # No periodic writeback: the written file stays dirty, so not stale again.
 echo 0 >/proc/sys/vm/dirty_writeback_centisecs
-mke2fs -q /dev/ram0 >/dev/null
-mount -t ext4 /dev/ram0 /mnt
+ramdisk_ext4
 for cg in $read_cg $write_cg; do
 	mkdir -p $cg
 	echo 2 >$cg/memory.stale_page_age

@@ -87,6 +87,13 @@ zram_swap() {
 	swapon /dev/zram0 || fail "swapon /dev/zram0 failed"
 }
 
+# ramdisk_ext4: ext4 on /dev/ram0 mounted at /mnt, a block device whose
+# page cache can be dirty and written back.
+ramdisk_ext4() {
+	mke2fs -q /dev/ram0 >/dev/null || fail "mke2fs /dev/ram0 failed"
+	mount -t ext4 /dev/ram0 /mnt || fail "cannot mount /dev/ram0 on /mnt"
+}
+
 # task_cpu_ticks PID: user + system CPU time of a task, in USER_HZ ticks
 # (100 per second on x86).
 task_cpu_ticks() {

@@ -16,8 +16,7 @@
 
 cg=/sys/fs/cgroup/e2e
 mkdir -p $cg
-mke2fs -q /dev/ram0 >/dev/null
-mount -t ext4 /dev/ram0 /mnt
+ramdisk_ext4
 memload_start /tmp/anon.log --cgroup $cg --size 48 --hot 8 \
 	--kind anon --dirty --period-ms 200
 anon_pid=$memload_pid
