@@ -27,7 +27,7 @@ fi
 # Packages from bookworm, then those that must come from backports.
 packages=(
 	build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod
-	ccache rsync curl ca-certificates git patch dpkg-dev
+	ccache rsync curl ca-certificates git patch dpkg-dev debhelper
 	pkg-config libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev bzip2
 	python3-venv ninja-build
 	qemu-system-data seabios ipxe-qemu
