@@ -32,6 +32,7 @@ packages=(
 	python3-venv ninja-build
 	qemu-system-data seabios ipxe-qemu
 	busybox-static
+	mmdebstrap grub-pc-bin qemu-utils e2fsprogs fdisk
 	libvirt-daemon-system libvirt-clients libvirt-dev
 	libjson-c-dev jq
 	clang libclang-rt-14-dev
