@@ -830,15 +830,19 @@ on_reload_signal (gpointer data)
   if (g_strcmp0 (config->uri, agent->config->uri) != 0 ||
       config->poll_interval != agent->config->poll_interval ||
       config->metrics_port != agent->config->metrics_port ||
-      g_strcmp0 (config->metrics_address, agent->config->metrics_address))
-    g_warning ("uri, poll-interval, metrics-port and metrics-address "
-               "changes take effect at the next start");
+      g_strcmp0 (config->metrics_address, agent->config->metrics_address) ||
+      g_strcmp0 (config->metrics_token_file,
+                 agent->config->metrics_token_file))
+    g_warning ("uri, poll-interval and metrics-port, -address and "
+               "-token-file changes take effect at the next start");
   g_free (config->uri);
   config->uri = g_strdup (agent->config->uri);
   config->poll_interval = agent->config->poll_interval;
   config->metrics_port = agent->config->metrics_port;
   g_free (config->metrics_address);
   config->metrics_address = g_strdup (agent->config->metrics_address);
+  g_free (config->metrics_token_file);
+  config->metrics_token_file = g_strdup (agent->config->metrics_token_file);
   kstaled_config_free (agent->config);
   agent->config = config;
   g_message ("reloaded %s", agent->config_file);
@@ -891,7 +895,7 @@ kstaled_agent_run (KstaledAgent *agent, GError **error)
     {
       agent->metrics = kstaled_metrics_server_new (
         agent->config->metrics_address, (guint16) agent->config->metrics_port,
-        render_metrics, agent, error);
+        agent->config->metrics_token_file, render_metrics, agent, error);
       if (agent->metrics == NULL)
         {
           ok = FALSE;

@@ -18,6 +18,7 @@ kstaled_config_new (void)
   config->poll_interval = 10;
   config->state_file = g_strdup (KSTALED_DEFAULT_STATE_FILE);
   config->metrics_address = g_strdup (KSTALED_DEFAULT_METRICS_ADDRESS);
+  config->metrics_token_file = g_strdup ("");
   config->balloon_stats_period = 5;
   config->defaults.enabled = TRUE;
   kstaled_policy_config_init (&config->defaults.policy);
@@ -34,6 +35,7 @@ kstaled_config_free (KstaledConfig *config)
   g_free (config->uri);
   g_free (config->state_file);
   g_free (config->metrics_address);
+  g_free (config->metrics_token_file);
   g_hash_table_unref (config->domains);
   g_free (config);
 }
@@ -132,7 +134,7 @@ static const char *const policy_keys[] = {
 
 static const char *const agent_keys[] = {
   "uri", "poll-interval", "metrics-port", "metrics-address",
-  "metrics-cgroups", "state-file", "dry-run", "balloon-stats-period", NULL
+  "metrics-cgroups", "metrics-token-file", "state-file", "dry-run", "balloon-stats-period", NULL
 };
 
 static gboolean
@@ -210,6 +212,8 @@ kstaled_config_load_data (const char *data, gsize len, GError **error)
                        &config->metrics_port, error) ||
           !read_string (kf, "agent", "metrics-address",
                         &config->metrics_address, error) ||
+          !read_string (kf, "agent", "metrics-token-file",
+                        &config->metrics_token_file, error) ||
           !read_guint (kf, "agent", "metrics-cgroups", 0,
                        KSTALED_MAX_METRICS_CGROUPS, &config->metrics_cgroups,
                        error) ||

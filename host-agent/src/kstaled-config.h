@@ -28,6 +28,7 @@ typedef struct {
   guint poll_interval;          /* seconds */
   guint metrics_port;           /* 0: no metrics endpoint */
   gchar *metrics_address;       /* an IPv4 or IPv6 address to bind */
+  gchar *metrics_token_file;    /* empty: no authorization */
   guint metrics_cgroups;        /* per-cgroup series for this many of each
                                  * domain's largest cgroups; 0: none */
   gchar *state_file;            /* empty: none */

@@ -9,6 +9,7 @@ struct _KstaledMetricsServer {
   GSocketService *service;
   guint16 port;
   gchar *url;
+  gchar *token;                 /* NULL: none needed */
   KstaledMetricsFunc func;
   gpointer user_data;
   GQueue clients;
@@ -49,8 +50,40 @@ response (const char *status, const char *body)
   return response_full (status, "", "text/plain", body, TRUE);
 }
 
+/* Whether a header line of @request is "Authorization: Bearer @token",
+ * comparing the token in a time that does not depend on where it differs. */
+static gboolean
+authorized (const char *request, gsize len, const char *token)
+{
+  g_autofree gchar *text = g_strndup (request, len);
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  gsize token_len = strlen (token);
+
+  for (guint i = 1; lines[i] && lines[i][0] != '\r' && lines[i][0]; i++)
+    {
+      char *value = strchr (lines[i], ':');
+      guchar diff = 0;
+
+      if (value == NULL)
+        continue;
+      *value++ = '\0';
+      if (g_ascii_strcasecmp (g_strstrip (lines[i]), "Authorization") != 0)
+        continue;
+      value = g_strstrip (value);
+      if (g_ascii_strncasecmp (value, "Bearer ", 7) != 0)
+        return FALSE;
+      value = g_strchug (value + 7);
+      if (strlen (value) != token_len)
+        return FALSE;
+      for (gsize c = 0; c < token_len; c++)
+        diff |= (guchar) (value[c] ^ token[c]);
+      return diff == 0;
+    }
+  return FALSE;
+}
+
 GBytes *
-kstaled_metrics_respond (const char *request, gsize len,
+kstaled_metrics_respond (const char *request, gsize len, const char *token,
                          KstaledMetricsFunc func, gpointer user_data)
 {
   const char *eol = memchr (request, '\n', len);
@@ -75,6 +108,10 @@ kstaled_metrics_respond (const char *request, gsize len,
   if (!g_str_equal (words[1], "/metrics"))
     return response_full ("404 Not Found", "", "text/plain",
                           "metrics are at /metrics\n", !head);
+  if (token != NULL && !authorized (request, len, token))
+    return response_full ("401 Unauthorized",
+                          "WWW-Authenticate: Bearer realm=\"kstaled-agent\"\r\n",
+                          "text/plain", "a bearer token is needed\n", !head);
   body = func (user_data);
   return response_full ("200 OK", "",
                         "text/plain; version=0.0.4; charset=utf-8", body,
@@ -158,6 +195,7 @@ got_data (GObject *stream, GAsyncResult *result, gpointer data)
     }
   else
     client->response = kstaled_metrics_respond (client->request, client->len,
+                                                client->server->token,
                                                 client->server->func,
                                                 client->server->user_data);
   out = g_io_stream_get_output_stream (G_IO_STREAM (client->conn));
@@ -211,12 +249,13 @@ incoming (GSocketService *service, GSocketConnection *conn, GObject *source,
 
 KstaledMetricsServer *
 kstaled_metrics_server_new (const char *address, guint16 port,
-                            KstaledMetricsFunc func, gpointer user_data,
-                            GError **error)
+                            const char *token_file, KstaledMetricsFunc func,
+                            gpointer user_data, GError **error)
 {
   g_autoptr (GInetAddress) inet = g_inet_address_new_from_string (address);
   g_autoptr (GSocketAddress) socket_address = NULL;
   g_autoptr (GSocketAddress) bound = NULL;
+  g_autofree gchar *token = NULL;
   KstaledMetricsServer *server;
 
   if (inet == NULL)
@@ -225,8 +264,27 @@ kstaled_metrics_server_new (const char *address, guint16 port,
                    "metrics endpoint: \"%s\" is not an IP address", address);
       return NULL;
     }
+  if (token_file != NULL && token_file[0] != '\0')
+    {
+      if (!g_file_get_contents (token_file, &token, NULL, error))
+        {
+          g_prefix_error (error, "metrics token: ");
+          return NULL;
+        }
+      g_strstrip (token);
+      if (strlen (token) < KSTALED_METRICS_MIN_TOKEN_LEN ||
+          strpbrk (token, " \t\r\n") != NULL)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                       "metrics token: %s must hold one word of at least %d "
+                       "characters", token_file,
+                       KSTALED_METRICS_MIN_TOKEN_LEN);
+          return NULL;
+        }
+    }
   socket_address = g_inet_socket_address_new (inet, port);
   server = g_new0 (KstaledMetricsServer, 1);
+  server->token = g_steal_pointer (&token);
   server->service = g_socket_service_new ();
   server->func = func;
   server->user_data = user_data;
@@ -281,5 +339,6 @@ kstaled_metrics_server_free (KstaledMetricsServer *server)
     g_main_context_iteration (server->context, TRUE);
   g_main_context_unref (server->context);
   g_free (server->url);
+  g_free (server->token);
   g_free (server);
 }

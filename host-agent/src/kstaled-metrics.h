@@ -20,10 +20,16 @@ typedef gchar *(*KstaledMetricsFunc) (gpointer user_data);
 
 typedef struct _KstaledMetricsServer KstaledMetricsServer;
 
+/* A token shorter than this is a mistake, not a secret. */
+#define KSTALED_METRICS_MIN_TOKEN_LEN 16
+
 /* Listens on @address (an IPv4 or IPv6 literal), @port (0: a free port, see
- * _get_port). */
+ * _get_port).  With a @token_file (NULL or empty: none), only requests with
+ * "Authorization: Bearer TOKEN", TOKEN being the file's content without
+ * surrounding white space, get the metrics. */
 KstaledMetricsServer *kstaled_metrics_server_new (const char *address,
                                                   guint16 port,
+                                                  const char *token_file,
                                                   KstaledMetricsFunc func,
                                                   gpointer user_data,
                                                   GError **error);
@@ -35,8 +41,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KstaledMetricsServer,
                                kstaled_metrics_server_free)
 
 /* The whole HTTP response to @request (the bytes up to the blank line),
- * calling @func only for GET or HEAD /metrics. */
+ * calling @func only for GET or HEAD /metrics, with the bearer @token if it
+ * is not NULL. */
 GBytes *kstaled_metrics_respond (const char *request, gsize len,
-                                 KstaledMetricsFunc func, gpointer user_data);
+                                 const char *token, KstaledMetricsFunc func,
+                                 gpointer user_data);
 
 G_END_DECLS

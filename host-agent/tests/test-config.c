@@ -38,6 +38,7 @@ test_overrides (void)
     "metrics-port=9187\n"
     "metrics-address=::1\n"
     "metrics-cgroups=10\n"
+    "metrics-token-file=/etc/kstaled-agent/metrics-token\n"
     "dry-run=true\n"
     "state-file=\n"
     "[policy]\n"
@@ -56,6 +57,8 @@ test_overrides (void)
   g_assert_cmpuint (c->metrics_port, ==, 9187);
   g_assert_cmpstr (c->metrics_address, ==, "::1");
   g_assert_cmpuint (c->metrics_cgroups, ==, 10);
+  g_assert_cmpstr (c->metrics_token_file, ==,
+                   "/etc/kstaled-agent/metrics-token");
   g_assert_true (c->dry_run);
   g_assert_cmpstr (c->state_file, ==, "");
   g_assert_cmpuint (c->defaults.policy.idle_age, ==, 15);

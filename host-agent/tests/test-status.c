@@ -617,7 +617,7 @@ test_respond (void)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autoptr (GBytes) reply = kstaled_metrics_respond (
-        cases[i].request, strlen (cases[i].request), fixed_metrics,
+        cases[i].request, strlen (cases[i].request), NULL, fixed_metrics,
         (gpointer) "m 1\n");
       g_autofree gchar *text = g_strndup (g_bytes_get_data (reply, NULL),
                                           g_bytes_get_size (reply));
@@ -634,6 +634,47 @@ test_respond (void)
         }
       if (g_str_has_prefix (cases[i].status, "HTTP/1.1 405"))
         g_assert_nonnull (strstr (text, "\r\nAllow: GET, HEAD\r\n"));
+    }
+}
+
+/* Only requests with the token get the metrics. */
+static void
+test_respond_token (void)
+{
+  static const struct {
+    const char *request;
+    const char *status;
+  } cases[] = {
+    { "GET /metrics HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef\r\n\r\n",
+      "HTTP/1.1 200 " },
+    { "GET /metrics HTTP/1.1\r\nhost: x\r\nauthorization:  bearer  0123456789abcdef \r\n\r\n",
+      "HTTP/1.1 200 " },
+    { "GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 401 " },
+    { "GET /metrics HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdeF\r\n\r\n",
+      "HTTP/1.1 401 " },
+    { "GET /metrics HTTP/1.1\r\nAuthorization: Bearer 0123456789abcde\r\n\r\n",
+      "HTTP/1.1 401 " },
+    { "GET /metrics HTTP/1.1\r\nAuthorization: Basic MDEyMzQ1Njc4OWFiY2RlZg==\r\n\r\n",
+      "HTTP/1.1 401 " },
+    /* a header after the blank line is body, not a header */
+    { "GET /metrics HTTP/1.1\r\n\r\nAuthorization: Bearer 0123456789abcdef\r\n",
+      "HTTP/1.1 401 " },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GBytes) reply = kstaled_metrics_respond (
+        cases[i].request, strlen (cases[i].request), "0123456789abcdef",
+        fixed_metrics, (gpointer) "m 1\n");
+      g_autofree gchar *text = g_strndup (g_bytes_get_data (reply, NULL),
+                                          g_bytes_get_size (reply));
+
+      g_test_message ("%u: %s", i, text);
+      g_assert_true (g_str_has_prefix (text, cases[i].status));
+      g_assert_true (g_str_has_suffix (text, "m 1\n") ==
+                     g_str_has_prefix (cases[i].status, "HTTP/1.1 200"));
+      if (g_str_has_prefix (cases[i].status, "HTTP/1.1 401"))
+        g_assert_nonnull (strstr (text, "\r\nWWW-Authenticate: Bearer "));
     }
 }
 
@@ -712,7 +753,7 @@ test_server (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (KstaledMetricsServer) server =
-    kstaled_metrics_server_new ("127.0.0.1", 0, render_fixture_metrics, f,
+    kstaled_metrics_server_new ("127.0.0.1", 0, NULL, render_fixture_metrics, f,
                                 &error);
   g_autofree gchar *ok = NULL, *head = NULL, *big = NULL, *missing = NULL;
   g_autofree gchar *keep_alive = NULL;
@@ -784,7 +825,7 @@ test_server_slow_clients (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (KstaledMetricsServer) server =
-    kstaled_metrics_server_new ("127.0.0.1", 0, render_fixture_metrics, f,
+    kstaled_metrics_server_new ("127.0.0.1", 0, NULL, render_fixture_metrics, f,
                                 &error);
   SlowClient slow = { 0 };
   g_autoptr (GSocketConnection) silent = NULL;
@@ -818,6 +859,34 @@ test_server_slow_clients (Fixture *f, gconstpointer data)
 }
 
 static void
+test_server_token (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *file = g_build_filename (f->dir, "token", NULL);
+  g_autoptr (KstaledMetricsServer) server = NULL;
+  g_autofree gchar *denied = NULL, *ok = NULL;
+
+  (void) data;
+  g_assert_true (g_file_set_contents (file, "short\n", -1, NULL));
+  server = kstaled_metrics_server_new ("127.0.0.1", 0, file,
+                                       render_fixture_metrics, f, &error);
+  g_assert_null (server);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_clear_error (&error);
+  g_assert_true (g_file_set_contents (file, "0123456789abcdef\n", -1, NULL));
+  server = kstaled_metrics_server_new ("127.0.0.1", 0, file,
+                                       render_fixture_metrics, f, &error);
+  g_assert_no_error (error);
+  denied = request (server, "GET /metrics HTTP/1.1\r\n\r\n");
+  g_assert_true (g_str_has_prefix (denied, "HTTP/1.1 401 "));
+  g_assert_null (strstr (denied, "web1"));
+  ok = request (server, "GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
+                "0123456789abcdef\r\n\r\n");
+  g_assert_true (g_str_has_prefix (ok, "HTTP/1.1 200 OK\r\n"));
+  g_unlink (file);
+}
+
+static void
 test_server_ipv6 (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
@@ -825,7 +894,7 @@ test_server_ipv6 (Fixture *f, gconstpointer data)
   g_autofree gchar *url = NULL;
 
   (void) data;
-  server = kstaled_metrics_server_new ("::1", 0, render_fixture_metrics, f,
+  server = kstaled_metrics_server_new ("::1", 0, NULL, render_fixture_metrics, f,
                                        &error);
   if (server == NULL)
     {
@@ -836,8 +905,8 @@ test_server_ipv6 (Fixture *f, gconstpointer data)
                          kstaled_metrics_server_get_port (server));
   g_assert_cmpstr (kstaled_metrics_server_get_url (server), ==, url);
   g_clear_pointer (&server, kstaled_metrics_server_free);
-  server = kstaled_metrics_server_new ("localhost", 0, render_fixture_metrics,
-                                       f, &error);
+  server = kstaled_metrics_server_new ("localhost", 0, NULL,
+                                       render_fixture_metrics, f, &error);
   g_assert_null (server);
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
 }
@@ -861,6 +930,8 @@ main (int argc, char **argv)
   ADD ("/status/metrics-long-path", test_metrics_long_path);
   g_test_add_func ("/status/bounded-output", test_bounded_output);
   g_test_add_func ("/status/respond", test_respond);
+  g_test_add_func ("/status/respond-token", test_respond_token);
+  ADD ("/status/server-token", test_server_token);
   ADD ("/status/server", test_server);
   ADD ("/status/server-slow-clients", test_server_slow_clients);
   ADD ("/status/server-ipv6", test_server_ipv6);
