@@ -817,6 +817,48 @@ decision_field (const KstaledDecision *d, DecisionField field)
   g_assert_not_reached ();
 }
 
+/* The value of a per-domain gauge, FALSE if the domain has none. */
+typedef gboolean (*DomainValueFunc) (const KstaledDomainStatus *s,
+                                     guint64 *value);
+
+static void
+domain_gauge (GString *out, GPtrArray *domains, const char *name,
+              const char *help, DomainValueFunc get)
+{
+  begin_metric (out, name, "gauge", help);
+  for (guint i = 0; i < domains->len; i++)
+    {
+      const KstaledDomainStatus *s = g_ptr_array_index (domains, i);
+      guint64 value;
+
+      if (!get (s, &value))
+        continue;
+      sample_start (out, name, s);
+      sample_end (out, value);
+    }
+}
+
+static gboolean
+last_decision_seconds (const KstaledDomainStatus *s, guint64 *value)
+{
+  *value = (guint64) (s->decision_time / G_USEC_PER_SEC);
+  return s->has_decision;
+}
+
+static gboolean
+report_cgroups (const KstaledDomainStatus *s, guint64 *value)
+{
+  *value = s->report ? s->report->cgroups->len : 0;
+  return s->report != NULL;
+}
+
+static gboolean
+report_stale (const KstaledDomainStatus *s, guint64 *value)
+{
+  *value = s->report ? report_stale_bytes (s->report) : 0;
+  return s->report != NULL;
+}
+
 static void
 append_bucket_labels (GString *out, KstaledIdleKind kind, guint bucket)
 {
@@ -924,42 +966,17 @@ kstaled_status_format_metrics (GPtrArray *domains,
                   "KSTALED_EARLY_REPORT events received from the domain.",
                   early_reports_total);
 
-  begin_metric (out, "kstaled_domain_last_decision_timestamp_seconds",
-                "gauge", "When the policy last decided on the domain.");
-  for (guint i = 0; i < domains->len; i++)
-    {
-      const KstaledDomainStatus *s = g_ptr_array_index (domains, i);
-
-      if (!s->has_decision)
-        continue;
-      sample_start (out, "kstaled_domain_last_decision_timestamp_seconds", s);
-      sample_end (out, (guint64) (s->decision_time / G_USEC_PER_SEC));
-    }
-
+  domain_gauge (out, domains, "kstaled_domain_last_decision_timestamp_seconds",
+                "When the policy last decided on the domain.",
+                last_decision_seconds);
   /* The report, summed over its cgroups: a fixed number of series per
    * domain whatever the guest reports. */
-  begin_metric (out, "kstaled_domain_report_cgroups", "gauge",
-                "Cgroups in the domain's last kstaled report.");
-  for (guint i = 0; i < domains->len; i++)
-    {
-      const KstaledDomainStatus *s = g_ptr_array_index (domains, i);
-
-      if (s->report == NULL)
-        continue;
-      sample_start (out, "kstaled_domain_report_cgroups", s);
-      sample_end (out, s->report->cgroups->len);
-    }
-  begin_metric (out, "kstaled_domain_stale_bytes", "gauge",
-                "Guest memory idle for stale-page-age scans, all cgroups.");
-  for (guint i = 0; i < domains->len; i++)
-    {
-      const KstaledDomainStatus *s = g_ptr_array_index (domains, i);
-
-      if (s->report == NULL)
-        continue;
-      sample_start (out, "kstaled_domain_stale_bytes", s);
-      sample_end (out, report_stale_bytes (s->report));
-    }
+  domain_gauge (out, domains, "kstaled_domain_report_cgroups",
+                "Cgroups in the domain's last kstaled report.",
+                report_cgroups);
+  domain_gauge (out, domains, "kstaled_domain_stale_bytes",
+                "Guest memory idle for stale-page-age scans, all cgroups.",
+                report_stale);
   begin_metric (out, "kstaled_domain_report_idle_bytes", "gauge",
                 "Guest memory idle for at least min_scans scans, by kind, "
                 "all cgroups.");
