@@ -263,7 +263,9 @@ test_table_long_names (Fixture *f, gconstpointer data)
   KstaledDomainStatus *web1 = g_ptr_array_index (f->domains, 0);
   KstaledCgroup *cg = g_ptr_array_index (web1->report->cgroups, 0);
   g_autofree gchar *long_name = g_strnfill (70, 'd');
-  g_autofree gchar *long_path = g_strconcat ("/", g_strnfill (200, 'p'), NULL);
+  g_autofree gchar *p200 = g_strnfill (200, 'p');
+  g_autofree gchar *long_path = g_strconcat ("/", p200, NULL);
+  g_autofree gchar *path_line = g_strconcat ("\n  ", long_path, "\n", NULL);
   g_autoptr (json_object) state = NULL;
   g_autofree gchar *table = NULL;
   g_auto (GStrv) lines = NULL;
@@ -292,8 +294,7 @@ test_table_long_names (Fixture *f, gconstpointer data)
                    strstr (row, "-") - row + 1);
   g_assert_true (g_regex_match_simple ("^" "d{70}" " present +512 ",
                                        strstr (table, long_name), 0, 0));
-  g_assert_nonnull (strstr (table, g_strconcat ("\n  ", long_path, "\n",
-                                                NULL)));
+  g_assert_nonnull (strstr (table, path_line));
   g_assert_true (g_regex_match_simple ("\n +clean +48 +200 +200 +100 ",
                                        table, 0, 0));
 }
@@ -523,6 +524,7 @@ test_bounded_output (void)
   for (guint n = 0; n <= KSTALED_MAX_METRICS_CGROUPS; n += n ? n : 1)
     {
       g_autofree gchar *metrics = NULL;
+      g_auto (GStrv) lines = NULL;
       gsize bound = N_DOMAINS * (MAX_METRICS_BYTES_PER_DOMAIN +
                                  n * MAX_METRICS_BYTES_PER_CGROUP);
 
@@ -530,10 +532,11 @@ test_bounded_output (void)
       start = g_get_monotonic_time ();
       metrics = kstaled_status_format_metrics (domains, config);
       render_us = g_get_monotonic_time () - start;
+      lines = g_strsplit (metrics, "\n", -1);
       g_test_message ("metrics-cgroups=%u: %" G_GSIZE_FORMAT " bytes (bound %"
                       G_GSIZE_FORMAT "), %u lines, rendered in %" G_GINT64_FORMAT
                       " us", n, strlen (metrics), bound,
-                      g_strv_length (g_strsplit (metrics, "\n", -1)),
+                      g_strv_length (lines),
                       render_us);
       g_assert_cmpuint (strlen (metrics), <=, bound);
       assert_exposition_format (metrics);
