@@ -55,8 +55,10 @@ main (int argc, char **argv)
                                     : KSTALED_DEFAULT_STATE_FILE, &error);
   if (state == NULL)
     {
-      g_printerr ("kstaled-ctl: %s (is kstaled-agent running?)\n",
-                  error->message);
+      g_printerr ("kstaled-ctl: %s (%s)\n", error->message,
+                  g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_ACCES)
+                  ? "only root and the kstaled group may read it"
+                  : "is kstaled-agent running?");
       return EXIT_FAILURE;
     }
   if (argc > 2 &&
