@@ -90,7 +90,6 @@ kstaled_metrics_respond (const char *request, gsize len, const char *token,
   g_autofree gchar *line = NULL;
   g_auto (GStrv) words = NULL;
   g_autofree gchar *body = NULL;
-
   gboolean head;
 
   if (eol == NULL)

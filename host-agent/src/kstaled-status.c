@@ -317,9 +317,13 @@ kstaled_state_writer_new (GMainContext *context, guint interval_ms,
 static void
 write_now (KstaledStateWriter *writer)
 {
-  g_autoptr (json_object) state = writer->func (writer->user_data);
+  g_autoptr (json_object) state = NULL;
   g_autoptr (GError) error = NULL;
 
+  /* A reload may have emptied the path since the write was scheduled. */
+  if (writer->path[0] == '\0')
+    return;
+  state = writer->func (writer->user_data);
   writer->last_write = g_get_monotonic_time ();
   if (kstaled_status_write_file (writer->path, state, &error))
     {
