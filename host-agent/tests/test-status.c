@@ -588,6 +588,14 @@ test_state_writer (Fixture *f, gconstpointer data)
   g_assert_cmpuint (renders, ==, 3);
   g_clear_pointer (&writer, kstaled_state_writer_free);
   g_assert_cmpuint (renders, ==, 4);
+  /* unless the path was emptied (a reload) since it was scheduled */
+  writer = kstaled_state_writer_new (g_main_context_default (), 200,
+                                     count_render, &renders);
+  kstaled_state_writer_schedule (writer, file);
+  kstaled_state_writer_schedule (writer, file);
+  kstaled_state_writer_schedule (writer, "");
+  g_clear_pointer (&writer, kstaled_state_writer_free);
+  g_assert_cmpuint (renders, ==, 5);
   g_unlink (file);
 }
 
