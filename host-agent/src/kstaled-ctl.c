@@ -74,7 +74,7 @@ main (int argc, char **argv)
       if (stale)
         g_printerr ("kstaled-ctl: warning: the state is %" G_GINT64_FORMAT
                     " s old, more than three poll intervals: kstaled-agent "
-                    "is stopped or stuck\n", age);
+                    "is stopped, stuck or cut off from libvirt\n", age);
       g_print ("%s\n", json_object_to_json_string_ext (
                  state, JSON_C_TO_STRING_PRETTY |
                  JSON_C_TO_STRING_NOSLASHESCAPE));

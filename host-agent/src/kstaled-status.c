@@ -609,8 +609,9 @@ append_state_header (GString *out, json_object *state, gint64 now)
   g_string_append_c (out, '\n');
   if (stale)
     g_string_append (out, "WARNING: the state is older than three poll "
-                     "intervals: kstaled-agent is stopped or stuck, and "
-                     "these figures are out of date.\n");
+                     "intervals: kstaled-agent is stopped, stuck or cut "
+                     "off from libvirt, and these figures are out of "
+                     "date.\n");
   g_string_append_c (out, '\n');
 }
 
