@@ -305,9 +305,9 @@ kstaled_metrics_server_new (const char *address, guint16 port,
     ? "http://[%s]:%u/metrics" : "http://%s:%u/metrics", address,
     server->port);
   if (server->token == NULL)
-    g_message ("metrics: no metrics-token-file, so every local user (and "
-               "every host that reaches %s) may read the metrics",
-               server->url);
+    g_message ("metrics: no metrics-token-file, so every local user%s may "
+               "read %s", g_inet_address_get_is_loopback (inet)
+               ? "" : " and every host that reaches it", server->url);
   g_signal_connect (server->service, "incoming", G_CALLBACK (incoming),
                     server);
   g_socket_service_start (server->service);
