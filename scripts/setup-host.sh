@@ -60,6 +60,20 @@ if [ ${#missing[@]} -gt 0 ] || [ -n "$sources_changed" ]; then
 		die "apt-get install from bookworm-backports failed for: ${backports_packages[*]}"
 fi
 
+# promtool, which checks docs/monitoring/, comes from Debian's prometheus
+# package, unpacked rather than installed: its maintainer scripts would
+# set up and start a Prometheus server on the host.
+promtool_dir=${KSTALED_CACHE:-/var/cache/kstaled-vm}/prometheus
+if [ ! -x "$promtool_dir/usr/bin/promtool" ]; then
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -q prometheus) ||
+		{ rm -rf "$tmp"; die "apt-get download prometheus failed"; }
+	mkdir -p "$promtool_dir"
+	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$promtool_dir" ./usr/bin/promtool ||
+		{ rm -rf "$tmp"; die "cannot unpack promtool from $(ls "$tmp")"; }
+	rm -rf "$tmp"
+fi
+
 # libvirtd runs as root without systemd here: QEMU must run as root with
 # no security driver, cgroups or namespaces, and log through plain files
 # (no virtlogd).  Appended once, marked, so a re-run changes nothing.

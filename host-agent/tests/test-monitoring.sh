@@ -16,8 +16,8 @@ die() { echo "test-monitoring: $*" >&2; exit 1; }
 promtool=$(command -v promtool || true)
 [ -n "$promtool" ] || promtool=${KSTALED_CACHE:-/var/cache/kstaled-vm}/prometheus/usr/bin/promtool
 if [ ! -x "$promtool" ]; then
-	echo "no promtool (Debian's prometheus package; scripts/setup-host.sh unpacks it)"
-	exit 77
+	echo "no promtool (Debian's prometheus package; scripts/setup-host.sh unpacks it)" >&2
+	exit 1
 fi
 echo "using $("$promtool" --version 2>&1 | head -1)"
 
