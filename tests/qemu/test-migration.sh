@@ -9,6 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
+. "$KSTALED_TOP/tests/qemu/lib-device.sh"
 
 qemu=$(guest_qemu)
 kernel=$(guest_kernel)
@@ -34,7 +35,7 @@ trap cleanup EXIT
 # The return path lets a source learn that its destination refused the
 # device state, and keep running.
 start_qemu() {
-	local name=$1 i
+	local name=$1
 	shift
 	"$qemu" "${accel_args[@]}" -M q35 -m 512 -nodefaults -display none \
 		-no-reboot -serial "file:$dir/$name.console" \
@@ -46,21 +47,22 @@ start_qemu() {
 		-global migration.x-return-path=on \
 		"$@" 2>"$dir/$name.stderr" &
 	pids+=($!)
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		[ -S "$dir/$name.qmp" ] && return
 		sleep 0.1
 	done
 	die "QEMU $name did not start: $(cat "$dir/$name.stderr")"
 }
 
-# qmp NAME JSON: the "return" value of a QMP command, as JSON.
-qmp() {
+# qmp_in NAME JSON: the "return" value of a QMP command in QEMU NAME, as
+# JSON (lib-device.sh's qmp goes through libvirt).
+qmp_in() {
 	/usr/bin/python3 "$KSTALED_TOP/tests/qemu/qmp.py" "$dir/$1.qmp" "$2"
 }
 
 # kstaled NAME JQ_FILTER: query-kstaled's reply in QEMU NAME, filtered.
 kstaled() {
-	qmp "$1" '{"execute":"query-kstaled","arguments":{"top":0}}' | jq -c "$2"
+	qmp_in "$1" '{"execute":"query-kstaled","arguments":{"top":0}}' | jq -c "$2"
 }
 
 now_ms() {
@@ -71,9 +73,9 @@ now_ms() {
 # prints the final status.
 migrate() {
 	local status deadline=$((SECONDS + 120))
-	qmp "$1" "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"unix:$dir/$2.migrate\"}}" >/dev/null
+	qmp_in "$1" "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"unix:$dir/$2.migrate\"}}" >/dev/null
 	while [ $SECONDS -lt $deadline ]; do
-		status=$(qmp "$1" '{"execute":"query-migrate"}' | jq -r .status)
+		status=$(qmp_in "$1" '{"execute":"query-migrate"}' | jq -r .status)
 		case "$status" in
 		completed | failed | cancelled) echo "$status"; return ;;
 		esac
@@ -85,15 +87,14 @@ migrate() {
 start_qemu src
 wait_for_file_line "$dir/src.console" '^QEMU-DEVICE-STATS' 180 ||
 	die "guest workload did not start; console: $(tail -n 30 "$dir/src.console")"
-qmp src '{"execute":"kstaled-request-report"}' >/dev/null
+qmp_in src '{"execute":"kstaled-request-report"}' >/dev/null
 deadline=$((SECONDS + 30))
 until kstaled src '."report-request-generation" == ."request-generation"' | grep -q true; do
 	[ $SECONDS -lt $deadline ] || die "no report from the source guest: $(kstaled src .)"
 	sleep 0.2
 done
 
-counters='{reports, "dropped-reports", "deferred-reports", "report-bytes", "request-generation"}'
-before=$(kstaled src "$counters")
+before=$(kstaled src "$kstaled_counters")
 echo "source before migration: $before"
 
 start_qemu dst -incoming "unix:$dir/dst.migrate"
@@ -117,19 +118,13 @@ until reply=$(kstaled dst .) &&
 done
 arrived_ms=$(($(now_ms) - $(jq ."\"report-age-ms\"" <<<"$reply")))
 latency=$((arrived_ms - resume_ms))
-after=$(jq -c "$counters" <<<"$reply")
+after=$(jq -c "$kstaled_counters" <<<"$reply")
 echo "destination after migration: $after"
 echo "fresh report $latency ms after the destination resumed" \
 	"(requested: $(jq .requested <<<"$reply"))"
 [ "$latency" -lt 1000 ] || die "the fresh report came $latency ms after the VM resumed"
 
-# Counters never go back; the request counts one more.
-jq -e --argjson b "$before" '
-	.reports > $b.reports and
-	."dropped-reports" >= $b."dropped-reports" and
-	."deferred-reports" >= $b."deferred-reports" and
-	."report-bytes" > $b."report-bytes" and
-	."request-generation" == $b."request-generation" + 1' <<<"$after" >/dev/null ||
+counters_carried "$before" "$after" ||
 	die "counters went back: before $before, after $after"
 
 # A destination that accepts smaller reports than the guest was told.
@@ -140,10 +135,10 @@ status=$(migrate dst small)
 grep -q "max-report-size" "$dir/small.stderr" ||
 	die "the destination did not say why: $(cat "$dir/small.stderr")"
 echo "refused: $(grep max-report-size "$dir/small.stderr")"
-[ "$(qmp dst '{"execute":"query-status"}' | jq -r .status)" = running ] ||
+[ "$(qmp_in dst '{"execute":"query-status"}' | jq -r .status)" = running ] ||
 	die "the source did not keep running after the refused migration"
 reports=$(kstaled dst .reports)
-qmp dst '{"execute":"kstaled-request-report"}' >/dev/null
+qmp_in dst '{"execute":"kstaled-request-report"}' >/dev/null
 deadline=$((SECONDS + 30))
 until [ "$(kstaled dst .reports)" -gt "$reports" ]; do
 	[ $SECONDS -lt $deadline ] || die "the guest stopped reporting after the refused migration"
