@@ -1,4 +1,4 @@
-# Helpers for the libvirt tests of the kstaled device; sourced after
+# Helpers for the tests of the kstaled device with a guest; sourced after
 # scripts/lib.sh and tests/lib-libvirt.sh.  The guest runs
 # tests/guest/qemu-device.sh.
 # shellcheck shell=bash
@@ -41,4 +41,20 @@ wait_for_query() {
 # qemu_pid: the domain's QEMU process.
 qemu_pid() {
 	cat "/run/libvirt/qemu/$domain.pid"
+}
+
+# The device's counters as query-kstaled names them: a jq filter.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+kstaled_counters='{reports, "dropped-reports", "deferred-reports", "report-bytes", "request-generation"}'
+
+# counters_carried BEFORE AFTER: true if AFTER (kstaled_counters after a
+# migration or a restore) lost none of BEFORE, and shows the one request
+# the device makes when the VM runs again and the report it brought.
+counters_carried() {
+	jq -e --argjson b "$1" '
+		.reports > $b.reports and
+		."dropped-reports" >= $b."dropped-reports" and
+		."deferred-reports" >= $b."deferred-reports" and
+		."report-bytes" > $b."report-bytes" and
+		."request-generation" == $b."request-generation" + 1' <<<"$2" >/dev/null
 }

@@ -3,7 +3,8 @@
 # and qom-set of scan-seconds reach /sys/kernel/mm/kstaled/scan_seconds in
 # the guest.  virsh save / virsh restore (a migration to a file, into a new
 # QEMU started with the domain XML's scan-seconds=1) keeps the settings the
-# host set at run time.
+# host set at run time and the counters, and the restored device asks the
+# guest for a fresh report, which comes within a second.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
@@ -30,9 +31,12 @@ guest_scan_seconds_becomes 4
 kstaled_query '."scan-seconds" == 4 and ."stale-page-age" == 7' >/dev/null ||
 	die "query-kstaled does not show the settings: $(kstaled_query)"
 
+wait_for_query '.reports > 0' 60 || die "no report from the guest: $(kstaled_query)"
+counts_before=$(kstaled_query "$kstaled_counters")
 before=$(qemu_pid)
 virsh_ save "$domain" "$save" >/dev/null
 virsh_ restore "$save" >/dev/null
+restored_ms=$(date +%s%3N)
 after=$(qemu_pid)
 [ "$before" != "$after" ] || die "restore did not start a new QEMU"
 settings=$(kstaled_query '{"scan-seconds", "stale-page-age"}')
@@ -40,9 +44,18 @@ echo "after restore (QEMU $before -> $after): $settings"
 [ "$settings" = '{"scan-seconds":4,"stale-page-age":7}' ] ||
 	die "virsh restore lost the settings: $settings"
 
-# The restored guest and device still work together.
-reports=$(kstaled_query .reports)
-wait_for_query ".reports > $reports" 60 ||
-	die "no report from the restored guest: $(kstaled_query)"
+# The restored device asked the guest for a fresh report (one more
+# request generation) as soon as the VM ran, and it came within a second.
+generation=$(($(jq '."request-generation"' <<<"$counts_before") + 1))
+wait_for_query "(.\"report-request-generation\" // -1) >= $generation" 10 ||
+	die "no fresh report after restore: $(kstaled_query)"
+reply=$(kstaled_query)
+latency=$(($(date +%s%3N) - $(jq '."report-age-ms"' <<<"$reply") - restored_ms))
+counts_after=$(jq -c "$kstaled_counters" <<<"$reply")
+echo "fresh report $latency ms after virsh restore returned;" \
+	"counters $counts_before -> $counts_after"
+[ "$latency" -lt 1000 ] || die "the fresh report came $latency ms after restore"
+counters_carried "$counts_before" "$counts_after" ||
+	die "counters went back over save / restore: $counts_before -> $counts_after"
 qmp '{"execute":"kstaled-set-config","arguments":{"scan-seconds":2}}' >/dev/null
 guest_scan_seconds_becomes 2
