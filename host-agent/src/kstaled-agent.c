@@ -12,6 +12,7 @@
 #include "kstaled-autocleanups.h"
 #include "kstaled-config.h"
 #include "kstaled-domain.h"
+#include "kstaled-log.h"
 #include "kstaled-metrics.h"
 #include "kstaled-status.h"
 
@@ -35,8 +36,6 @@
 #define DOMAIN_WORKERS 4
 /* The state file is rewritten at most this often. */
 #define STATE_WRITE_INTERVAL_US G_USEC_PER_SEC
-/* journalctl MESSAGE_ID= of the lines that change a balloon. */
-#define BALLOON_CHANGE_MESSAGE_ID "16618fdf4eb6497b949b0024e37e9732"
 
 typedef enum {
   JOB_LIST,                     /* the running domains */
@@ -167,48 +166,6 @@ register_libvirt_events (void)
                  libvirt_error ());
       g_once_init_leave (&registered, 1);
     }
-}
-
-static const char *
-log_priority (GLogLevelFlags level)
-{
-  if (level & G_LOG_LEVEL_ERROR)
-    return "3";
-  if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
-    return "4";
-  if (level & G_LOG_LEVEL_MESSAGE)
-    return "5";
-  if (level & G_LOG_LEVEL_INFO)
-    return "6";
-  return "7";
-}
-
-/* Logs a line about one domain with the domain, and the action and reason
- * when there are any, as journal fields: journalctl KSTALED_DOMAIN=web1
- * then lists one domain's lines.  The text keeps its key=value form. */
-static void G_GNUC_PRINTF (5, 6)
-log_domain (GLogLevelFlags level, const char *domain, const char *action,
-            const char *reason, const char *format, ...)
-{
-  g_autofree gchar *message = NULL;
-  GLogField fields[7];
-  gsize n = 0;
-  va_list args;
-
-  va_start (args, format);
-  message = g_strdup_vprintf (format, args);
-  va_end (args);
-  fields[n++] = (GLogField) { "GLIB_DOMAIN", G_LOG_DOMAIN, -1 };
-  fields[n++] = (GLogField) { "PRIORITY", log_priority (level), -1 };
-  fields[n++] = (GLogField) { "MESSAGE", message, -1 };
-  fields[n++] = (GLogField) { "KSTALED_DOMAIN", domain, -1 };
-  if (action != NULL)
-    fields[n++] = (GLogField) { "KSTALED_ACTION", action, -1 };
-  if (reason != NULL)
-    fields[n++] = (GLogField) { "KSTALED_REASON", reason, -1 };
-  if (action != NULL && strcmp (action, "none") != 0)
-    fields[n++] = (GLogField) { "MESSAGE_ID", BALLOON_CHANGE_MESSAGE_ID, -1 };
-  g_log_structured_array (level, fields, n);
 }
 
 /* --- sources on the main context ---------------------------------------- */
@@ -382,8 +339,8 @@ set_domain_error (AgentDomain *d, const char *text)
 {
   d->status->poll_errors_total++;
   if (g_strcmp0 (text, d->status->last_error) != 0)
-    log_domain (G_LOG_LEVEL_WARNING, d->status->name, NULL, "error",
-                "domain=%s: %s", d->status->name, text);
+    kstaled_log_domain (G_LOG_LEVEL_WARNING, d->status->name, NULL, "error",
+                        "domain=%s: %s", d->status->name, text);
   g_free (d->status->last_error);
   d->status->last_error = g_strdup (text);
 }
@@ -631,14 +588,14 @@ domain_deadline (gpointer data)
   g_clear_pointer (&d->deadline, g_source_unref);
   job->stuck = TRUE;
   agent->stuck_jobs++;
-  g_thread_pool_set_max_threads (agent->workers,
-                                 (gint) (DOMAIN_WORKERS + agent->stuck_jobs),
-                                 NULL);
+  g_thread_pool_set_max_threads (
+    agent->workers, (gint) (DOMAIN_WORKERS + agent->stuck_jobs), NULL);
   d->unresponsive_since_us = job->submitted_us;
   d->status->unresponsive = TRUE;
-  log_domain (G_LOG_LEVEL_WARNING, d->status->name, NULL, "unresponsive",
-              "domain=%s is unresponsive: libvirt has not answered for %d s; "
-              "skipping it until it does", d->status->name, DOMAIN_DEADLINE_S);
+  kstaled_log_domain (G_LOG_LEVEL_WARNING, d->status->name, NULL,
+                      "unresponsive", "domain=%s is unresponsive: libvirt "
+                      "has not answered for %d s; skipping it until it does",
+                      d->status->name, DOMAIN_DEADLINE_S);
   write_state_soon (agent);
   if (agent->options.once && agent->jobs_in_flight == agent->stuck_jobs &&
       !agent->listing)
@@ -689,12 +646,12 @@ apply_decision (KstaledAgent *agent, AgentDomain *d,
   if (decision->action == KSTALED_ACTION_NONE)
     {
       /* Unchanged no-action decisions are only news when debugging. */
-      log_domain (news ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_DEBUG, s->name,
-                  action, reason, "%s", line);
+      kstaled_log_domain (news ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_DEBUG,
+                          s->name, action, reason, "%s", line);
       return;
     }
-  log_domain (G_LOG_LEVEL_MESSAGE, s->name, action, reason, "%s%s",
-              agent->config->dry_run ? "dry-run: " : "", line);
+  kstaled_log_domain (G_LOG_LEVEL_MESSAGE, s->name, action, reason, "%s%s",
+                      agent->config->dry_run ? "dry-run: " : "", line);
   if (agent->config->dry_run)
     {
       record_action (agent, d, decision);
@@ -743,14 +700,16 @@ check_running (AgentDomain *d, const Job *job)
   if (why == NULL)
     {
       if (d->halted)
-        log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "running",
-                    "domain=%s runs again; managing it", d->status->name);
+        kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                            "running", "domain=%s runs again; managing it",
+                            d->status->name);
       d->halted = FALSE;
       return TRUE;
     }
   if (!d->halted)
-    log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "halted",
-                "domain=%s is %s; not ballooning it", d->status->name, why);
+    kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "halted",
+                        "domain=%s is %s; not ballooning it",
+                        d->status->name, why);
   d->halted = TRUE;
   return FALSE;
 }
@@ -763,10 +722,10 @@ take_report (AgentDomain *d, Job *job)
   if (g_error_matches (job->report_error, KSTALED_REPORT_ERROR,
                        KSTALED_REPORT_ERROR_NO_DEVICE))
     {
-      log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "no-device",
-                  "domain=%s has no kstaled device though its XML gives it "
-                  "one; leaving it alone (%s)", d->status->name,
-                  job->report_error->message);
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "no-device", "domain=%s has no kstaled device "
+                          "though its XML gives it one; leaving it alone (%s)",
+                          d->status->name, job->report_error->message);
       d->status->device = KSTALED_DEVICE_ABSENT;
       return FALSE;
     }
@@ -784,8 +743,9 @@ take_report (AgentDomain *d, Job *job)
   d->status->report = g_steal_pointer (&job->report);
   if (d->status->last_error != NULL)
     {
-      log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "recovered",
-                  "domain=%s: query-kstaled works again", d->status->name);
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "recovered", "domain=%s: query-kstaled works again",
+                          d->status->name);
       g_clear_pointer (&d->status->last_error, g_free);
     }
   return TRUE;
@@ -807,9 +767,10 @@ finish_poll (KstaledAgent *agent, AgentDomain *d, Job *job)
       d->deflate_on_oom = job->xml.deflate_on_oom;
       if (!job->xml.has_device)
         {
-          log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "no-device",
-                      "domain=%s has no kstaled device in its XML; leaving it "
-                      "alone", d->status->name);
+          kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                              "no-device", "domain=%s has no kstaled device "
+                              "in its XML; leaving it alone",
+                              d->status->name);
           d->status->device = KSTALED_DEVICE_ABSENT;
           return;
         }
@@ -856,9 +817,9 @@ finish_list (KstaledAgent *agent, Job *job)
   while (g_hash_table_iter_next (&iter, &key, NULL))
     if (!g_hash_table_contains (seen, key))
       {
-        log_domain (G_LOG_LEVEL_MESSAGE, key, NULL, "stopped",
-                    "domain=%s is no longer running; forgetting it",
-                    (const char *) key);
+        kstaled_log_domain (G_LOG_LEVEL_MESSAGE, key, NULL, "stopped",
+                            "domain=%s is no longer running; forgetting it",
+                            (const char *) key);
         g_hash_table_iter_remove (&iter);
       }
 }
@@ -870,19 +831,19 @@ finish_job (gpointer data)
   Job *job = data;
   KstaledAgent *agent = job->agent;
   AgentDomain *d = NULL;
+  g_autofree gchar *text = NULL;
 
   agent->jobs_in_flight--;
   if (job->stuck)
     {
       agent->stuck_jobs--;
-      g_thread_pool_set_max_threads (agent->workers,
-                                     (gint) (DOMAIN_WORKERS + agent->stuck_jobs),
-                                     NULL);
+      g_thread_pool_set_max_threads (
+        agent->workers, (gint) (DOMAIN_WORKERS + agent->stuck_jobs), NULL);
     }
-  if (job->generation != agent->generation)
-    goto out;                   /* of a connection gone since */
   if (job->kind == JOB_LIST)
     {
+      if (job->generation != agent->generation)
+        goto out;               /* of a connection gone since */
       for (guint i = 0; i < job->errors->len; i++)
         g_warning ("%s", (const char *) job->errors->pdata[i]);
       finish_list (agent, job);
@@ -899,21 +860,22 @@ finish_job (gpointer data)
   if (d->status->unresponsive)
     {
       /* What it found is as old as the hang: poll afresh. */
-      log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "responsive",
-                  "domain=%s answers again after %" G_GINT64_FORMAT " s; "
-                  "managing it", d->status->name,
-                  (g_get_monotonic_time () - d->unresponsive_since_us)
-                  / G_USEC_PER_SEC);
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "responsive", "domain=%s answers again after %"
+                          G_GINT64_FORMAT " s; managing it", d->status->name,
+                          (g_get_monotonic_time () - d->unresponsive_since_us)
+                          / G_USEC_PER_SEC);
       d->status->unresponsive = FALSE;
       d->poll_again = TRUE;
       goto out;
     }
+  if (job->generation != agent->generation)
+    goto out;                   /* the next listing polls it afresh */
   if (job->errors->len > 0)
     {
       /* One line for all, so that the same failures log only once. */
       g_ptr_array_add (job->errors, NULL);
-      g_autofree gchar *text = g_strjoinv ("; ", (gchar **) job->errors->pdata);
-
+      text = g_strjoinv ("; ", (gchar **) job->errors->pdata);
       set_domain_error (d, text);
     }
   if (job->kind == JOB_POLL)
@@ -940,6 +902,8 @@ schedule_poll (KstaledAgent *agent, AgentDomain *d, gboolean urgent)
     kstaled_config_for_domain (agent->config, d->status->name);
   Job *job;
 
+  if (d->dom == NULL)
+    return;                     /* until the next listing after a reconnect */
   if (d->job != NULL)
     {
       d->poll_again = TRUE;
@@ -951,9 +915,10 @@ schedule_poll (KstaledAgent *agent, AgentDomain *d, gboolean urgent)
   if (!dc->enabled)
     {
       if (!d->logged_disabled)
-        log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "disabled",
-                    "domain=%s is disabled in the configuration; leaving it "
-                    "alone", d->status->name);
+        kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                            "disabled", "domain=%s is disabled in the "
+                            "configuration; leaving it alone",
+                            d->status->name);
       d->logged_disabled = TRUE;
       return;
     }
@@ -1031,15 +996,15 @@ on_lifecycle (virConnectPtr conn, virDomainPtr dom, int event, int detail,
   switch (event)
     {
     case VIR_DOMAIN_EVENT_STARTED:
-      log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "started",
-                  "domain=%s started", name);
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "started",
+                          "domain=%s started", name);
       g_hash_table_remove (agent->domains, name);
       schedule_poll (agent, lookup_domain (agent, dom), TRUE);
       break;
     case VIR_DOMAIN_EVENT_STOPPED:
-      log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "stopped",
-                  "domain=%s stopped (detail %d); forgetting it", name,
-                  detail);
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "stopped",
+                          "domain=%s stopped (detail %d); forgetting it", name,
+                          detail);
       g_hash_table_remove (agent->domains, name);
       write_state_soon (agent);
       break;
@@ -1051,8 +1016,8 @@ on_lifecycle (virConnectPtr conn, virDomainPtr dom, int event, int detail,
        * its whole settling time again, instead of the next step at once. */
       if (d->policy.inflate_request_kib != 0)
         d->policy.inflate_request_us = g_get_monotonic_time ();
-      log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "resumed",
-                  "domain=%s resumed", name);
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "resumed",
+                          "domain=%s resumed", name);
       schedule_poll (agent, d, FALSE);
       break;
     case VIR_DOMAIN_EVENT_SUSPENDED:
@@ -1074,13 +1039,11 @@ on_reboot (virConnectPtr conn, virDomainPtr dom, void *opaque)
 {
   KstaledAgent *agent = opaque;
   const char *name = virDomainGetName (dom);
-  AgentDomain *d = g_hash_table_lookup (agent->domains, name);
+  AgentDomain *d = lookup_domain (agent, dom);
 
   (void) conn;
-  log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "reboot", "domain=%s rebooted",
-              name);
-  if (d == NULL)
-    d = lookup_domain (agent, dom);
+  kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "reboot",
+                      "domain=%s rebooted", name);
   d->rebooted = TRUE;
   schedule_poll (agent, d, TRUE);
   return 0;
@@ -1120,10 +1083,10 @@ on_early_report (virConnectPtr conn, virDomainPtr dom, const char *event,
   d->status->early_reports_total++;
   d->pending_stale_drop = d->pending_stale_drop > G_MAXUINT64 - drop
                           ? G_MAXUINT64 : d->pending_stale_drop + drop;
-  log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "early-report",
-              "domain=%s " EARLY_REPORT_EVENT " stale-drop-kib=%"
-              G_GUINT64_FORMAT " delay-ms=%" G_GINT64_FORMAT, name,
-              drop / 1024, (g_get_real_time () - emitted_us) / 1000);
+  kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "early-report",
+                      "domain=%s " EARLY_REPORT_EVENT " stale-drop-kib=%"
+                      G_GUINT64_FORMAT " delay-ms=%" G_GINT64_FORMAT, name,
+                      drop / 1024, (g_get_real_time () - emitted_us) / 1000);
   schedule_poll (agent, d, TRUE);
 }
 
@@ -1166,6 +1129,17 @@ register_events (KstaledAgent *agent, GError **error)
 }
 
 static void
+forget_handle (gpointer key, gpointer value, gpointer data)
+{
+  AgentDomain *d = value;
+
+  (void) key;
+  (void) data;
+  g_clear_pointer (&d->dom, virDomainFree);
+  d->poll_again = FALSE;
+}
+
+static void
 disconnect_from_libvirt (KstaledAgent *agent)
 {
   if (agent->conn == NULL)
@@ -1182,8 +1156,10 @@ disconnect_from_libvirt (KstaledAgent *agent)
                                                 agent->early_report_id);
   agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
   virConnectUnregisterCloseCallback (agent->conn, on_close);
-  /* Jobs in flight hold references to the connection; theirs are dropped
-   * with the jobs, whose results no longer count. */
+  /* The domains' handles go with the connection; the next listing gives
+   * new ones.  Jobs in flight hold their own references, dropped with the
+   * jobs, whose results no longer count. */
+  g_hash_table_foreach (agent->domains, forget_handle, NULL);
   g_clear_pointer (&agent->conn, virConnectClose);
   agent->generation++;
   agent->listing = FALSE;
