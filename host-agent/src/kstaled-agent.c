@@ -972,16 +972,56 @@ close_reason (int reason)
     }
 }
 
+typedef struct {
+  KstaledAgent *agent;
+  virConnectPtr conn;
+  int reason;
+} ConnectionClosed;
+
+static void
+connection_closed_free (gpointer data)
+{
+  ConnectionClosed *closed = data;
+
+  virConnectClose (closed->conn);
+  g_free (closed);
+}
+
+static gboolean
+handle_connection_closed (gpointer data)
+{
+  ConnectionClosed *closed = data;
+  KstaledAgent *agent = closed->agent;
+
+  if (closed->conn != agent->conn)
+    return G_SOURCE_REMOVE;     /* an old connection's */
+  g_warning ("connection to %s closed (%s); reconnecting", agent->config->uri,
+             close_reason (closed->reason));
+  disconnect_from_libvirt (agent);
+  schedule_reconnect (agent);
+  return G_SOURCE_REMOVE;
+}
+
+/* libvirt calls this from whichever thread finds the connection closed (a
+ * worker's call, or the main loop's event dispatch or keepalive timer),
+ * holding a lock that virConnectUnregisterCloseCallback takes: the main
+ * loop handles it in a later iteration. */
 static void
 on_close (virConnectPtr conn, int reason, void *opaque)
 {
-  KstaledAgent *agent = opaque;
+  ConnectionClosed *closed = g_new (ConnectionClosed, 1);
+  GSource *source = g_idle_source_new ();
 
-  (void) conn;
-  g_warning ("connection to %s closed (%s); reconnecting", agent->config->uri,
-             close_reason (reason));
-  disconnect_from_libvirt (agent);
-  schedule_reconnect (agent);
+  closed->agent = opaque;
+  closed->conn = conn;
+  closed->reason = reason;
+  virConnectRef (conn);
+  /* Not g_main_context_invoke, which on the main thread would call it at
+   * once, lock held. */
+  g_source_set_callback (source, handle_connection_closed, closed,
+                         connection_closed_free);
+  g_source_attach (source, closed->agent->context);
+  g_source_unref (source);
 }
 
 static int
