@@ -132,3 +132,15 @@ guest_healthy() {
 $(tail -50 "$2")"
 	fi
 }
+
+# domain_log_mark NAME: the size of libvirt's log of domain NAME now, for
+# domain_log_since.
+domain_log_mark() {
+	stat -c %s "/var/log/libvirt/qemu/$1.log" 2>/dev/null || echo 0
+}
+
+# domain_log_since NAME MARK: what libvirt logged about domain NAME since
+# domain_log_mark gave MARK (it appends across runs of the domain).
+domain_log_since() {
+	tail -c +$(($2 + 1)) "/var/log/libvirt/qemu/$1.log"
+}
