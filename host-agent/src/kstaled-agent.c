@@ -34,8 +34,6 @@
  * in libvirt until its QEMU answers, so that it never takes one from the
  * others. */
 #define DOMAIN_WORKERS 4
-/* The state file is rewritten at most this often. */
-#define STATE_WRITE_INTERVAL_US G_USEC_PER_SEC
 
 typedef enum {
   JOB_LIST,                     /* the running domains */
@@ -54,6 +52,7 @@ typedef struct {
   gboolean urgent;              /* a deflation may follow: goes first */
   guint64 sequence;             /* submission order */
   gint64 submitted_us;
+  gint64 started_us;            /* when a worker took it */
   gboolean stuck;               /* counted in agent->stuck_jobs */
   virConnectPtr conn;           /* JOB_LIST */
   virDomainPtr dom;             /* the others */
@@ -109,7 +108,6 @@ struct _KstaledAgent {
 
   virConnectPtr conn;
   guint generation;             /* of conn; jobs of older ones are stale */
-  int lifecycle_id, reboot_id, early_report_id;
   guint poll_source;
   guint reconnect_source;
   guint reconnect_delay_s;
@@ -123,8 +121,6 @@ struct _KstaledAgent {
   GHashTable *domains;          /* name -> AgentDomain */
   KstaledMetricsServer *metrics;
   gchar *state_error;           /* last failure writing the state file */
-  gint64 state_written_us;
-  guint state_write_source;
 };
 
 static void connect_to_libvirt (KstaledAgent *agent);
@@ -276,10 +272,8 @@ write_state (KstaledAgent *agent)
   g_autoptr (GPtrArray) list = NULL;
   g_autoptr (GError) error = NULL;
 
-  remove_source (agent, &agent->state_write_source);
   if (agent->config->state_file[0] == '\0')
     return;
-  agent->state_written_us = g_get_monotonic_time ();
   list = domain_statuses (agent);
   if (kstaled_status_write_file (agent->config->state_file, list,
                                  agent->config->dry_run, &error))
@@ -291,36 +285,6 @@ write_state (KstaledAgent *agent)
     g_warning ("cannot write the state file: %s", error->message);
   g_free (agent->state_error);
   agent->state_error = g_strdup (error->message);
-}
-
-static gboolean
-write_state_timeout (gpointer data)
-{
-  KstaledAgent *agent = data;
-
-  agent->state_write_source = 0;
-  write_state (agent);
-  return G_SOURCE_REMOVE;
-}
-
-/* Writes the state file now, or, if it was written less than
- * STATE_WRITE_INTERVAL_US ago, once that has passed: each domain's job
- * ends on its own, and a poll of many domains must not rewrite the file
- * for each. */
-static void
-write_state_soon (KstaledAgent *agent)
-{
-  gint64 since = g_get_monotonic_time () - agent->state_written_us;
-
-  if (agent->state_write_source != 0)
-    return;
-  if (since >= STATE_WRITE_INTERVAL_US)
-    write_state (agent);
-  else
-    agent->state_write_source = attach_source (
-      agent, g_timeout_source_new ((guint) ((STATE_WRITE_INTERVAL_US - since)
-                                            / 1000 + 1)),
-      write_state_timeout);
 }
 
 static gchar *
@@ -497,6 +461,7 @@ run_job (gpointer data, gpointer user_data)
   Job *job = data;
 
   (void) user_data;
+  job->started_us = g_get_monotonic_time ();
   switch (job->kind)
     {
     case JOB_LIST:
@@ -596,7 +561,7 @@ domain_deadline (gpointer data)
                       "unresponsive", "domain=%s is unresponsive: libvirt "
                       "has not answered for %d s; skipping it until it does",
                       d->status->name, DOMAIN_DEADLINE_S);
-  write_state_soon (agent);
+  write_state (agent);
   if (agent->options.once && agent->jobs_in_flight == agent->stuck_jobs &&
       !agent->listing)
     g_main_loop_quit (agent->loop);
@@ -824,6 +789,18 @@ finish_list (KstaledAgent *agent, Job *job)
       }
 }
 
+static const char *
+job_kind_name (JobKind kind)
+{
+  static const char *const names[] = {
+    [JOB_LIST] = "listing",
+    [JOB_POLL] = "poll",
+    [JOB_SET_BALLOON] = "balloon",
+  };
+
+  return names[kind];
+}
+
 /* Back on the main thread: what a worker found. */
 static gboolean
 finish_job (gpointer data)
@@ -833,6 +810,11 @@ finish_job (gpointer data)
   AgentDomain *d = NULL;
   g_autofree gchar *text = NULL;
 
+  g_debug ("%s job of %s: queued %" G_GINT64_FORMAT " ms, ran %"
+           G_GINT64_FORMAT " ms", job_kind_name (job->kind),
+           job->name ? job->name : agent->config->uri,
+           (job->started_us - job->submitted_us) / 1000,
+           (g_get_monotonic_time () - job->started_us) / 1000);
   agent->jobs_in_flight--;
   if (job->stuck)
     {
@@ -886,7 +868,7 @@ finish_job (gpointer data)
 out:
   if (d != NULL && d->job == NULL && d->poll_again)
     schedule_poll (agent, d, d->urgent_again);
-  write_state_soon (agent);
+  write_state (agent);
   if (agent->options.once && agent->jobs_in_flight == agent->stuck_jobs &&
       !agent->listing)
     g_main_loop_quit (agent->loop);
@@ -1032,7 +1014,8 @@ on_lifecycle (virConnectPtr conn, virDomainPtr dom, int event, int detail,
   const char *name = virDomainGetName (dom);
   AgentDomain *d;
 
-  (void) conn;
+  if (conn != agent->conn)
+    return 0;
   switch (event)
     {
     case VIR_DOMAIN_EVENT_STARTED:
@@ -1046,7 +1029,7 @@ on_lifecycle (virConnectPtr conn, virDomainPtr dom, int event, int detail,
                           "domain=%s stopped (detail %d); forgetting it", name,
                           detail);
       g_hash_table_remove (agent->domains, name);
-      write_state_soon (agent);
+      write_state (agent);
       break;
     case VIR_DOMAIN_EVENT_RESUMED:
       d = g_hash_table_lookup (agent->domains, name);
@@ -1079,9 +1062,11 @@ on_reboot (virConnectPtr conn, virDomainPtr dom, void *opaque)
 {
   KstaledAgent *agent = opaque;
   const char *name = virDomainGetName (dom);
-  AgentDomain *d = lookup_domain (agent, dom);
+  AgentDomain *d;
 
-  (void) conn;
+  if (conn != agent->conn)
+    return 0;
+  d = lookup_domain (agent, dom);
   kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "reboot",
                       "domain=%s rebooted", name);
   d->rebooted = TRUE;
@@ -1101,8 +1086,9 @@ on_early_report (virConnectPtr conn, virDomainPtr dom, const char *event,
   gint64 emitted_us = (gint64) seconds * G_USEC_PER_SEC + micros;
   guint64 drop;
 
-  (void) conn;
   (void) event;
+  if (conn != agent->conn)
+    return;
   if (d == NULL || d->status->device != KSTALED_DEVICE_PRESENT)
     {
       g_debug ("domain=%s: early report from a domain not managed", name);
@@ -1148,17 +1134,17 @@ register_events (KstaledAgent *agent, GError **error)
                                    KEEPALIVE_COUNT) < 0 &&
            virGetLastErrorCode () != VIR_ERR_NO_SUPPORT)
     what = "keepalive";
-  else if ((agent->lifecycle_id = virConnectDomainEventRegisterAny (
-              agent->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-              VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle), agent, NULL)) < 0)
+  else if (virConnectDomainEventRegisterAny (
+             agent->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+             VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle), agent, NULL) < 0)
     what = "lifecycle events";
-  else if ((agent->reboot_id = virConnectDomainEventRegisterAny (
-              agent->conn, NULL, VIR_DOMAIN_EVENT_ID_REBOOT,
-              VIR_DOMAIN_EVENT_CALLBACK (on_reboot), agent, NULL)) < 0)
+  else if (virConnectDomainEventRegisterAny (
+             agent->conn, NULL, VIR_DOMAIN_EVENT_ID_REBOOT,
+             VIR_DOMAIN_EVENT_CALLBACK (on_reboot), agent, NULL) < 0)
     what = "reboot events";
-  else if ((agent->early_report_id = virConnectDomainQemuMonitorEventRegister (
-              agent->conn, NULL, EARLY_REPORT_EVENT, on_early_report, agent,
-              NULL, 0)) < 0)
+  else if (virConnectDomainQemuMonitorEventRegister (
+             agent->conn, NULL, EARLY_REPORT_EVENT, on_early_report, agent,
+             NULL, 0) < 0)
     what = EARLY_REPORT_EVENT " events";
   else
     return TRUE;
@@ -1185,16 +1171,11 @@ disconnect_from_libvirt (KstaledAgent *agent)
   if (agent->conn == NULL)
     return;
   remove_source (agent, &agent->poll_source);
-  /* On a dead connection these fail; libvirt drops the registrations when
-   * the connection goes either way. */
-  if (agent->lifecycle_id >= 0)
-    virConnectDomainEventDeregisterAny (agent->conn, agent->lifecycle_id);
-  if (agent->reboot_id >= 0)
-    virConnectDomainEventDeregisterAny (agent->conn, agent->reboot_id);
-  if (agent->early_report_id >= 0)
-    virConnectDomainQemuMonitorEventDeregister (agent->conn,
-                                                agent->early_report_id);
-  agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
+  /* The event subscriptions are not undone: a connection goes when it
+   * dies or the agent exits, and libvirtd drops a client's subscriptions
+   * with it, while undoing them is a call to libvirtd each, which waited
+   * 5 s apiece behind a worker's call to a stopped QEMU and so held up
+   * SIGTERM.  The callbacks ignore what an old connection still sends. */
   virConnectUnregisterCloseCallback (agent->conn, on_close);
   /* The domains' handles go with the connection; the next listing gives
    * new ones.  Jobs in flight hold their own references, dropped with the
@@ -1368,12 +1349,14 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
   /* libvirt's events run on the default context (register_libvirt_events). */
   agent->context = g_main_context_ref (g_main_context_default ());
   agent->loop = g_main_loop_new (agent->context, FALSE);
+  /* Exclusive: its threads wait for jobs instead of going back to GLib's
+   * shared pool after half a second idle, so a job never waits for a
+   * thread to be started. */
   agent->workers = g_thread_pool_new_full (run_job, NULL, job_free,
-                                           DOMAIN_WORKERS, FALSE, NULL);
+                                           DOMAIN_WORKERS, TRUE, NULL);
   g_thread_pool_set_sort_function (agent->workers, compare_jobs, NULL);
   agent->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           (GDestroyNotify) agent_domain_free);
-  agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
   agent->reconnect_delay_s = RECONNECT_MIN_S;
   return g_steal_pointer (&agent);
 }
@@ -1421,8 +1404,6 @@ kstaled_agent_run (KstaledAgent *agent, GError **error)
     remove_source (agent, &signals[i]);
   remove_source (agent, &agent->reconnect_source);
   disconnect_from_libvirt (agent);
-  remove_source (agent, &agent->state_write_source);
-  write_state (agent);
   g_clear_pointer (&agent->metrics, kstaled_metrics_server_free);
 out:
   g_main_context_pop_thread_default (agent->context);
@@ -1436,7 +1417,6 @@ kstaled_agent_free (KstaledAgent *agent)
     return;
   disconnect_from_libvirt (agent);
   remove_source (agent, &agent->reconnect_source);
-  remove_source (agent, &agent->state_write_source);
   /* Queued jobs are dropped; a worker stuck in libvirt is not waited for.
    * What it finds goes to the default context, which nobody iterates once
    * the agent is gone. */
