@@ -36,7 +36,7 @@ agent_wait_log 1 "domain=$nodev has no kstaled device in its XML; leaving it alo
 # takes the guest (swapping to zram under TCG) a while.
 deadline=$((SECONDS + 120))
 while :; do
-	step=$(grep "domain=$dev action=inflate" "$agent_log" |
+	step=$({ grep "domain=$dev action=inflate" "$agent_log" || true; } |
 		sed -nE 's/.* actual-kib=([0-9]+) new-kib=([0-9]+) .*/\1 \2/p' |
 		awk '$1 - $2 >= 100 * 1024 { print $2 }' | tail -1)
 	[ -z "$step" ] || break
