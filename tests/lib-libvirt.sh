@@ -42,7 +42,8 @@ libvirt_stop() {
 # docs/kstaled-domain.xml filled in with this build's emulator, kernel and
 # initramfs.  The kstaled device starts with KSTALED_SCAN_SECONDS (default
 # 1) and KSTALED_STALE_PAGE_AGE (default 5); --without-kstaled leaves the
-# device out.
+# device out.  KSTALED_BALLOON_AUTODEFLATE=on makes the balloon deflate on
+# OOM.
 domain_xml() {
 	local drop_device=""
 	if [ "$1" = --without-kstaled ]; then
@@ -60,6 +61,7 @@ domain_xml() {
 		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
 		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
 		${drop_device:+-e "$drop_device"} \
+		${KSTALED_BALLOON_AUTODEFLATE:+-e "s|<memballoon model='virtio'>|<memballoon model='virtio' autodeflate='$KSTALED_BALLOON_AUTODEFLATE'>|"} \
 		"$KSTALED_TOP/docs/kstaled-domain.xml"
 }
 

@@ -11,6 +11,8 @@
 
 #include "kstaled-autocleanups.h"
 #include "kstaled-config.h"
+#include "kstaled-domain.h"
+#include "kstaled-log.h"
 #include "kstaled-metrics.h"
 #include "kstaled-status.h"
 
@@ -22,15 +24,78 @@
  * even if its socket stays open. */
 #define KEEPALIVE_INTERVAL_S 5
 #define KEEPALIVE_COUNT 3
+/* libvirt waits for a QEMU monitor reply without a deadline (a stopped
+ * QEMU, or one whose big lock is held by stuck storage, never answers) and
+ * for another call's domain job up to 30 s.  A healthy domain answers the
+ * agent's calls in milliseconds, even under TCG: one that has not within
+ * this many seconds is unresponsive. */
+#define DOMAIN_DEADLINE_S 10
+/* Threads for domain I/O.  Each unresponsive domain keeps one more, stuck
+ * in libvirt until its QEMU answers, so that it never takes one from the
+ * others. */
+#define DOMAIN_WORKERS 4
+
+typedef enum {
+  JOB_LIST,                     /* the running domains */
+  JOB_POLL,                     /* one domain's XML, statistics and report */
+  JOB_SET_BALLOON,
+} JobKind;
+
+/* One piece of libvirt I/O, done by a worker thread.  The worker touches
+ * only the job's own fields; the agent and its domains belong to the main
+ * thread, which gets the job back (finish_job) when the worker is done. */
+typedef struct {
+  KstaledAgent *agent;
+  GMainContext *context;
+  guint generation;             /* of the connection it was made on */
+  JobKind kind;
+  gboolean urgent;              /* a deflation may follow: goes first */
+  guint64 sequence;             /* submission order */
+  gint64 submitted_us;
+  gint64 started_us;            /* when a worker took it */
+  gboolean stuck;               /* counted in agent->stuck_jobs */
+  virConnectPtr conn;           /* JOB_LIST */
+  virDomainPtr dom;             /* the others */
+  gchar *name;
+
+  /* What to do. */
+  gboolean read_xml;
+  guint stats_period;           /* seconds; 0: leave it */
+  KstaledDecision decision;     /* JOB_SET_BALLOON: its new_kib */
+
+  /* What came of it. */
+  GPtrArray *errors;            /* "what: libvirt's message" */
+  virDomainPtr *doms;           /* JOB_LIST */
+  int ndoms;
+  gboolean stats_period_set;
+  gboolean has_xml;
+  KstaledDomainXml xml;
+  gboolean has_stats;
+  KstaledDomainStats stats;
+  gboolean migrating;
+  gboolean queried;
+  KstaledReport *report;
+  GError *report_error;
+  gboolean balloon_set;
+} Job;
 
 typedef struct {
   KstaledDomainStatus *status;
+  virDomainPtr dom;
   int id;                       /* libvirt domain id: changes on restart */
   KstaledPolicyState policy;
   guint64 pending_stale_drop;   /* bytes, from early reports */
   gboolean rebooted;
   gboolean stats_period_set;
   gboolean logged_disabled;
+  gboolean xml_read;            /* device and deflate_on_oom are known */
+  gboolean deflate_on_oom;
+  gboolean halted;              /* paused, migrating, shutting down... */
+  Job *job;                     /* in flight, or NULL */
+  GSource *deadline;
+  gint64 unresponsive_since_us;
+  gboolean poll_again;          /* a poll was asked for during the job */
+  gboolean urgent_again;
 } AgentDomain;
 
 struct _KstaledAgent {
@@ -42,43 +107,25 @@ struct _KstaledAgent {
   GMainLoop *loop;
 
   virConnectPtr conn;
-  guint generation;             /* of conn; events of older ones are stale */
-  int lifecycle_id, reboot_id, early_report_id;
+  guint generation;             /* of conn; jobs of older ones are stale */
   guint poll_source;
   guint reconnect_source;
   guint reconnect_delay_s;
+
+  GThreadPool *workers;
+  guint64 job_sequence;
+  guint jobs_in_flight;
+  guint stuck_jobs;
+  gboolean listing;             /* a JOB_LIST is in flight */
 
   GHashTable *domains;          /* name -> AgentDomain */
   KstaledMetricsServer *metrics;
   KstaledStateWriter *state_writer;
 };
 
-typedef enum {
-  EVENT_CLOSED,
-  EVENT_LIFECYCLE,
-  EVENT_REBOOT,
-  EVENT_EARLY_REPORT,
-} EventKind;
-
-/* A libvirt callback's arguments, copied for the main context. */
-typedef struct {
-  KstaledAgent *agent;
-  guint generation;
-  EventKind kind;
-  gchar *domain;
-  int event, detail;
-  gchar *details;
-  gint64 emitted_us;            /* wall clock, from QEMU */
-} AgentEvent;
-
-/* What each callback registration carries as its opaque pointer. */
-typedef struct {
-  KstaledAgent *agent;
-  guint generation;
-} Registration;
-
-static void poll_domain (KstaledAgent *agent, virDomainPtr dom);
 static void connect_to_libvirt (KstaledAgent *agent);
+static void schedule_poll (KstaledAgent *agent, AgentDomain *d,
+                           gboolean urgent);
 
 static const char *
 libvirt_error (void)
@@ -97,38 +144,69 @@ ignore_libvirt_error (void *data, virErrorPtr error)
   (void) error;
 }
 
-static gpointer
-event_loop_thread (gpointer data)
-{
-  (void) data;
-  for (;;)
-    if (virEventRunDefaultImpl () < 0)
-      g_error ("libvirt event loop failed: %s", libvirt_error ());
-  return NULL;
-}
-
+/* libvirt 9.0's default event implementation (vireventglib.c) attaches
+ * every watch and timeout to GLib's default main context, and
+ * virEventRunDefaultImpl only iterates that context.  The agent runs its
+ * main loop on the same context, so libvirt's callbacks arrive on the main
+ * thread beside everything else and need no hand-over. */
 static void
-start_libvirt_event_loop (void)
+register_libvirt_events (void)
 {
-  static gsize started;
+  static gsize registered;
 
-  if (g_once_init_enter (&started))
+  if (g_once_init_enter (&registered))
     {
       virSetErrorFunc (NULL, ignore_libvirt_error);
       if (virEventRegisterDefaultImpl () < 0)
         g_error ("cannot set up the libvirt event loop: %s",
                  libvirt_error ());
-      g_thread_unref (g_thread_new ("libvirt-events", event_loop_thread,
-                                    NULL));
-      g_once_init_leave (&started, 1);
+      g_once_init_leave (&registered, 1);
     }
+}
+
+/* --- sources on the main context ---------------------------------------- */
+
+static guint
+attach_source (KstaledAgent *agent, GSource *source, GSourceFunc func)
+{
+  guint id;
+
+  g_source_set_callback (source, func, agent, NULL);
+  id = g_source_attach (source, agent->context);
+  g_source_unref (source);
+  return id;
+}
+
+static void
+remove_source (KstaledAgent *agent, guint *id)
+{
+  GSource *source;
+
+  if (*id == 0)
+    return;
+  source = g_main_context_find_source_by_id (agent->context, *id);
+  if (source != NULL)
+    g_source_destroy (source);
+  *id = 0;
 }
 
 /* --- domains ------------------------------------------------------------ */
 
 static void
+clear_deadline (AgentDomain *d)
+{
+  if (d->deadline == NULL)
+    return;
+  g_source_destroy (d->deadline);
+  g_clear_pointer (&d->deadline, g_source_unref);
+}
+
+static void
 agent_domain_free (AgentDomain *d)
 {
+  /* A job in flight finds the domain gone when it comes back. */
+  clear_deadline (d);
+  g_clear_pointer (&d->dom, virDomainFree);
   kstaled_domain_status_free (d->status);
   g_free (d);
 }
@@ -153,6 +231,14 @@ lookup_domain (KstaledAgent *agent, virDomainPtr dom)
       d->status = kstaled_domain_status_new (name);
       d->id = id;
       g_hash_table_insert (agent->domains, g_strdup (name), d);
+    }
+  /* The handle of the current connection (after a reconnect, the old one's
+   * is useless). */
+  if (d->dom != dom)
+    {
+      virDomainRef (dom);
+      g_clear_pointer (&d->dom, virDomainFree);
+      d->dom = dom;
     }
   return d;
 }
@@ -208,124 +294,294 @@ render_metrics (gpointer data)
 /* Records a failed step of a poll, logging it when it differs from the last
  * one, so that a broken domain does not flood the log. */
 static void
-set_domain_error (AgentDomain *d, const char *what, const char *message)
+set_domain_error (AgentDomain *d, const char *text)
 {
-  g_autofree gchar *text = g_strdup_printf ("%s: %s", what, message);
-
   d->status->poll_errors_total++;
   if (g_strcmp0 (text, d->status->last_error) != 0)
-    g_warning ("domain=%s: %s", d->status->name, text);
+    kstaled_log_domain (G_LOG_LEVEL_WARNING, d->status->name, NULL, "error",
+                        "domain=%s: %s", d->status->name, text);
   g_free (d->status->last_error);
-  d->status->last_error = g_steal_pointer (&text);
+  d->status->last_error = g_strdup (text);
+}
+
+/* --- worker side: libvirt I/O only --------------------------------------- */
+
+static void G_GNUC_PRINTF (2, 3)
+job_error (Job *job, const char *format, ...)
+{
+  va_list args;
+  gchar *what;
+
+  va_start (args, format);
+  what = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_ptr_array_add (job->errors, g_strdup_printf ("%s: %s", what,
+                                                 libvirt_error ()));
+  g_free (what);
 }
 
 static void
-read_balloon_stats (virDomainPtr dom, KstaledBalloonStats *st)
+list_domains (Job *job)
 {
-  virDomainMemoryStatStruct stats[VIR_DOMAIN_MEMORY_STAT_NR];
-  int n = virDomainMemoryStats (dom, stats, VIR_DOMAIN_MEMORY_STAT_NR, 0);
-
-  *st = (KstaledBalloonStats) { 0 };
-  for (int i = 0; i < n; i++)
-    {
-      guint64 v = stats[i].val;
-
-      switch (stats[i].tag)
-        {
-        case VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON:
-          st->has_actual = TRUE, st->actual = v;
-          break;
-        case VIR_DOMAIN_MEMORY_STAT_AVAILABLE:
-          st->has_available = TRUE, st->available = v;
-          break;
-        case VIR_DOMAIN_MEMORY_STAT_USABLE:
-          st->has_usable = TRUE, st->usable = v;
-          break;
-        case VIR_DOMAIN_MEMORY_STAT_UNUSED:
-          st->has_unused = TRUE, st->unused = v;
-          break;
-        case VIR_DOMAIN_MEMORY_STAT_SWAP_IN:
-          st->has_swap_in = TRUE, st->swap_in = v;
-          break;
-        case VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT:
-          st->has_major_fault = TRUE, st->major_fault = v;
-          break;
-        case VIR_DOMAIN_MEMORY_STAT_RSS:
-          st->has_rss = TRUE, st->rss = v;
-          break;
-        default:
-          break;
-        }
-    }
+  job->ndoms = virConnectListAllDomains (job->conn, &job->doms,
+                                         VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+  if (job->ndoms < 0)
+    job_error (job, "listing the domains failed");
 }
 
-/* Queries the device; FALSE if the domain has none and is left alone. */
+/* Whether libvirt runs a migration of the domain, in or out. */
 static gboolean
-query_report (AgentDomain *d, virDomainPtr dom)
+migrating (Job *job)
 {
-  g_autofree gchar *reply = NULL;
-  g_autoptr (GError) error = NULL;
-  KstaledReport *report;
+  virTypedParameterPtr params = NULL;
+  int type, nparams = 0, operation = 0;
+  gboolean ret;
 
-  if (virDomainQemuMonitorCommand (dom, QUERY_KSTALED, &reply, 0) < 0)
+  if (virDomainGetJobStats (job->dom, &type, &params, &nparams, 0) < 0)
     {
-      set_domain_error (d, "query-kstaled failed", libvirt_error ());
-      g_clear_pointer (&d->status->report, kstaled_report_free);
-      return TRUE;
-    }
-  report = kstaled_report_parse (reply, strlen (reply), &error);
-  if (g_error_matches (error, KSTALED_REPORT_ERROR,
-                       KSTALED_REPORT_ERROR_NO_DEVICE))
-    {
-      g_message ("domain=%s has no kstaled device; leaving it alone (%s)",
-                 d->status->name, error->message);
-      d->status->device = KSTALED_DEVICE_ABSENT;
+      /* Drivers without jobs (test:///) do not migrate either. */
+      if (virGetLastErrorCode () != VIR_ERR_NO_SUPPORT)
+        job_error (job, "reading the domain's job failed");
       return FALSE;
     }
-  d->status->device = KSTALED_DEVICE_PRESENT;
-  g_clear_pointer (&d->status->report, kstaled_report_free);
-  if (report == NULL)
+  ret = type != VIR_DOMAIN_JOB_NONE &&
+        virTypedParamsGetInt (params, nparams, VIR_DOMAIN_JOB_OPERATION,
+                              &operation) == 1 &&
+        (operation == VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN ||
+         operation == VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT);
+  virTypedParamsFree (params, nparams);
+  return ret;
+}
+
+/* The statistics come from one virDomainListGetStats call per domain, not
+ * one virConnectGetAllDomainStats call for all of them: on libvirt 9.0,
+ * VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT skips a domain only while
+ * another call holds its job, and takes the job of an idle one and asks its
+ * QEMU for the balloon statistics (qemuDomainGetStatsBalloon), so a single
+ * stopped QEMU would hold up every domain's statistics. */
+static void
+read_stats (Job *job)
+{
+  virDomainPtr doms[] = { job->dom, NULL };
+  virDomainStatsRecordPtr *records = NULL;
+  int n;
+
+  /* NOWAIT: while another client holds the domain's job, only what libvirt
+   * knows itself (state, balloon size), not a 30 s wait for the job. */
+  n = virDomainListGetStats (doms, VIR_DOMAIN_STATS_STATE |
+                             VIR_DOMAIN_STATS_BALLOON, &records,
+                             VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
+  if (n < 0)
     {
-      set_domain_error (d, "rejected query-kstaled reply", error->message);
-      return TRUE;
+      job_error (job, "reading the statistics failed");
+      return;
     }
-  d->status->report = report;
-  if (d->status->last_error != NULL)
+  if (n == 1)
     {
-      g_message ("domain=%s: query-kstaled works again", d->status->name);
-      g_clear_pointer (&d->status->last_error, g_free);
+      kstaled_domain_stats_from_params (records[0]->params,
+                                        records[0]->nparams, &job->stats);
+      job->has_stats = TRUE;
     }
-  return TRUE;
+  virDomainStatsRecordListFree (records);
 }
 
 static void
-apply_decision (KstaledAgent *agent, AgentDomain *d, virDomainPtr dom,
-                const KstaledDecision *decision)
+poll_domain_io (Job *job)
+{
+  g_autofree gchar *reply = NULL;
+
+  if (job->read_xml)
+    {
+      g_autofree gchar *xml = virDomainGetXMLDesc (job->dom, 0);
+      g_autoptr (GError) error = NULL;
+
+      if (xml == NULL)
+        {
+          job_error (job, "reading the domain XML failed");
+          return;
+        }
+      if (!kstaled_domain_xml_parse (xml, -1, &job->xml, &error))
+        {
+          g_ptr_array_add (job->errors,
+                           g_strdup_printf ("rejected the domain XML: %s",
+                                            error->message));
+          return;
+        }
+      job->has_xml = TRUE;
+      if (!job->xml.has_device)
+        return;
+    }
+  if (job->stats_period > 0)
+    {
+      if (virDomainSetMemoryStatsPeriod (job->dom, (int) job->stats_period,
+                                         VIR_DOMAIN_AFFECT_LIVE) < 0)
+        job_error (job, "setting the balloon statistics period failed");
+      else
+        job->stats_period_set = TRUE;
+    }
+  read_stats (job);
+  if (!job->has_stats || !job->stats.has_state ||
+      job->stats.state != VIR_DOMAIN_RUNNING)
+    return;
+  job->migrating = migrating (job);
+  if (job->migrating)
+    return;
+  job->queried = TRUE;
+  if (virDomainQemuMonitorCommand (job->dom, QUERY_KSTALED, &reply, 0) < 0)
+    {
+      job_error (job, "query-kstaled failed");
+      return;
+    }
+  /* Parsed here: a guest's reply may be megabytes of JSON. */
+  job->report = kstaled_report_parse (reply, strlen (reply),
+                                      &job->report_error);
+}
+
+static void
+set_balloon_io (Job *job)
+{
+  if (virDomainSetMemoryFlags (job->dom, job->decision.new_kib,
+                               VIR_DOMAIN_AFFECT_LIVE) < 0)
+    job_error (job, "setting the balloon failed");
+  else
+    job->balloon_set = TRUE;
+}
+
+static gboolean finish_job (gpointer data);
+static void job_free (gpointer data);
+
+static void
+run_job (gpointer data, gpointer user_data)
+{
+  Job *job = data;
+
+  (void) user_data;
+  job->started_us = g_get_monotonic_time ();
+  switch (job->kind)
+    {
+    case JOB_LIST:
+      list_domains (job);
+      break;
+    case JOB_POLL:
+      poll_domain_io (job);
+      break;
+    case JOB_SET_BALLOON:
+      set_balloon_io (job);
+      break;
+    }
+  g_main_context_invoke_full (job->context, G_PRIORITY_DEFAULT, finish_job,
+                              job, job_free);
+}
+
+/* Urgent jobs first, then in the order they came. */
+static gint
+compare_jobs (gconstpointer a, gconstpointer b, gpointer data)
+{
+  const Job *ja = a, *jb = b;
+
+  (void) data;
+  if (ja->urgent != jb->urgent)
+    return ja->urgent ? -1 : 1;
+  return ja->sequence < jb->sequence ? -1 : ja->sequence > jb->sequence;
+}
+
+/* --- main side: jobs ------------------------------------------------------ */
+
+static Job *
+job_new (KstaledAgent *agent, JobKind kind, AgentDomain *d)
+{
+  Job *job = g_new0 (Job, 1);
+
+  job->agent = agent;
+  job->context = g_main_context_ref (agent->context);
+  job->generation = agent->generation;
+  job->kind = kind;
+  job->errors = g_ptr_array_new_with_free_func (g_free);
+  if (d != NULL)
+    {
+      job->dom = d->dom;
+      virDomainRef (job->dom);
+      job->name = g_strdup (d->status->name);
+    }
+  else
+    {
+      job->conn = agent->conn;
+      virConnectRef (job->conn);
+    }
+  return job;
+}
+
+static void
+job_free (gpointer data)
+{
+  Job *job = data;
+
+  for (int i = 0; i < job->ndoms; i++)
+    virDomainFree (job->doms[i]);
+  free (job->doms);
+  g_clear_pointer (&job->report, kstaled_report_free);
+  g_clear_error (&job->report_error);
+  g_ptr_array_unref (job->errors);
+  g_free (job->name);
+  g_clear_pointer (&job->dom, virDomainFree);
+  g_clear_pointer (&job->conn, virConnectClose);
+  g_main_context_unref (job->context);
+  g_free (job);
+}
+
+static void
+submit_job (KstaledAgent *agent, Job *job)
+{
+  job->sequence = agent->job_sequence++;
+  job->submitted_us = g_get_monotonic_time ();
+  agent->jobs_in_flight++;
+  g_thread_pool_push (agent->workers, job, NULL);
+}
+
+static gboolean
+domain_deadline (gpointer data)
+{
+  AgentDomain *d = data;
+  Job *job = d->job;
+  KstaledAgent *agent = job->agent;
+
+  g_clear_pointer (&d->deadline, g_source_unref);
+  job->stuck = TRUE;
+  agent->stuck_jobs++;
+  g_thread_pool_set_max_threads (
+    agent->workers, (gint) (DOMAIN_WORKERS + agent->stuck_jobs), NULL);
+  d->unresponsive_since_us = job->submitted_us;
+  d->status->unresponsive = TRUE;
+  kstaled_log_domain (G_LOG_LEVEL_WARNING, d->status->name, NULL,
+                      "unresponsive", "domain=%s is unresponsive: libvirt "
+                      "has not answered for %d s; skipping it until it does",
+                      d->status->name, DOMAIN_DEADLINE_S);
+  write_state (agent);
+  if (agent->options.once && agent->jobs_in_flight == agent->stuck_jobs &&
+      !agent->listing)
+    g_main_loop_quit (agent->loop);
+  return G_SOURCE_REMOVE;
+}
+
+/* Hands the domain's I/O to a worker: at most one job per domain is in
+ * flight, and it has DOMAIN_DEADLINE_S to come back. */
+static void
+submit_domain_job (KstaledAgent *agent, AgentDomain *d, Job *job)
+{
+  g_assert (d->job == NULL);
+  d->job = job;
+  d->deadline = g_timeout_source_new_seconds (DOMAIN_DEADLINE_S);
+  g_source_set_callback (d->deadline, domain_deadline, d, NULL);
+  g_source_attach (d->deadline, agent->context);
+  submit_job (agent, job);
+}
+
+static void
+record_action (KstaledAgent *agent, AgentDomain *d,
+               const KstaledDecision *decision)
 {
   KstaledDomainStatus *s = d->status;
-  g_autofree gchar *line = kstaled_decision_format (s->name, decision);
-  gboolean news = !s->has_decision || s->decision.reason != decision->reason;
 
-  s->has_decision = TRUE;
-  s->decision = *decision;
-  s->decision_time = g_get_real_time ();
-  if (decision->action == KSTALED_ACTION_NONE)
-    {
-      /* Unchanged no-action decisions are only news when debugging. */
-      if (news)
-        g_message ("%s", line);
-      else
-        g_debug ("%s", line);
-      return;
-    }
-  g_message ("%s%s", agent->config->dry_run ? "dry-run: " : "", line);
-  if (!agent->config->dry_run &&
-      virDomainSetMemoryFlags (dom, decision->new_kib,
-                               VIR_DOMAIN_AFFECT_LIVE) < 0)
-    {
-      set_domain_error (d, "setting the balloon failed", libvirt_error ());
-      return;
-    }
   s->has_action = TRUE;
   s->action = *decision;
   s->action_time = s->decision_time;
@@ -334,21 +590,312 @@ apply_decision (KstaledAgent *agent, AgentDomain *d, virDomainPtr dom,
 }
 
 static void
-poll_domain (KstaledAgent *agent, virDomainPtr dom)
+apply_decision (KstaledAgent *agent, AgentDomain *d,
+                const KstaledDecision *decision)
 {
-  AgentDomain *d = lookup_domain (agent, dom);
+  KstaledDomainStatus *s = d->status;
+  g_autofree gchar *line = kstaled_decision_format (s->name, decision);
+  gboolean news = !s->has_decision || s->decision.reason != decision->reason;
+  const char *action = kstaled_action_to_string (decision->action);
+  const char *reason = kstaled_reason_to_string (decision->reason);
+  Job *job;
+
+  s->has_decision = TRUE;
+  s->decision = *decision;
+  s->decision_time = g_get_real_time ();
+  if (decision->action == KSTALED_ACTION_NONE)
+    {
+      /* Unchanged no-action decisions are only news when debugging. */
+      kstaled_log_domain (news ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_DEBUG,
+                          s->name, action, reason, "%s", line);
+      return;
+    }
+  kstaled_log_domain (G_LOG_LEVEL_MESSAGE, s->name, action, reason, "%s%s",
+                      agent->config->dry_run ? "dry-run: " : "", line);
+  if (agent->config->dry_run)
+    {
+      record_action (agent, d, decision);
+      return;
+    }
+  job = job_new (agent, JOB_SET_BALLOON, d);
+  job->decision = *decision;
+  /* A guest under pressure gets its memory before anyone's poll. */
+  job->urgent = decision->action == KSTALED_ACTION_DEFLATE;
+  submit_domain_job (agent, d, job);
+}
+
+static const char *
+state_name (int state)
+{
+  switch (state)
+    {
+    case VIR_DOMAIN_PAUSED:
+      return "paused";
+    case VIR_DOMAIN_SHUTDOWN:
+      return "shutting down";
+    case VIR_DOMAIN_SHUTOFF:
+      return "shut off";
+    case VIR_DOMAIN_CRASHED:
+      return "crashed";
+    case VIR_DOMAIN_PMSUSPENDED:
+      return "suspended by the guest";
+    default:
+      return "not running";
+    }
+}
+
+/* Whether the domain runs and no migration moves it: the only time its
+ * balloon is the agent's to set. */
+static gboolean
+check_running (AgentDomain *d, const Job *job)
+{
+  const char *why = NULL;
+
+  if (!job->stats.has_state)
+    why = "in an unknown state";
+  else if (job->stats.state != VIR_DOMAIN_RUNNING)
+    why = state_name (job->stats.state);
+  else if (job->migrating)
+    why = "migrating";
+  if (why == NULL)
+    {
+      if (d->halted)
+        kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                            "running", "domain=%s runs again; managing it",
+                            d->status->name);
+      d->halted = FALSE;
+      return TRUE;
+    }
+  if (!d->halted)
+    kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL, "halted",
+                        "domain=%s is %s; not ballooning it",
+                        d->status->name, why);
+  d->halted = TRUE;
+  return FALSE;
+}
+
+/* Takes the report from the job; FALSE if the device turned out absent. */
+static gboolean
+take_report (AgentDomain *d, Job *job)
+{
+  g_clear_pointer (&d->status->report, kstaled_report_free);
+  if (g_error_matches (job->report_error, KSTALED_REPORT_ERROR,
+                       KSTALED_REPORT_ERROR_NO_DEVICE))
+    {
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "no-device", "domain=%s has no kstaled device "
+                          "though its XML gives it one; leaving it alone (%s)",
+                          d->status->name, job->report_error->message);
+      d->status->device = KSTALED_DEVICE_ABSENT;
+      return FALSE;
+    }
+  if (job->report_error == NULL && job->report == NULL)
+    return TRUE;                /* the query failed: logged already */
+  d->status->device = KSTALED_DEVICE_PRESENT;
+  if (job->report == NULL)
+    {
+      g_autofree gchar *text = g_strdup_printf (
+        "rejected query-kstaled reply: %s", job->report_error->message);
+
+      set_domain_error (d, text);
+      return TRUE;
+    }
+  d->status->report = g_steal_pointer (&job->report);
+  if (d->status->last_error != NULL)
+    {
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "recovered", "domain=%s: query-kstaled works again",
+                          d->status->name);
+      g_clear_pointer (&d->status->last_error, g_free);
+    }
+  return TRUE;
+}
+
+static void
+finish_poll (KstaledAgent *agent, AgentDomain *d, Job *job)
+{
   const KstaledDomainConfig *dc =
     kstaled_config_for_domain (agent->config, d->status->name);
   KstaledPolicyInput input = { 0 };
   KstaledDecision decision;
-  unsigned long max_kib;
 
+  if (job->stats_period_set)
+    d->stats_period_set = TRUE;
+  if (job->has_xml)
+    {
+      d->xml_read = TRUE;
+      d->deflate_on_oom = job->xml.deflate_on_oom;
+      if (!job->xml.has_device)
+        {
+          kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                              "no-device", "domain=%s has no kstaled device "
+                              "in its XML; leaving it alone",
+                              d->status->name);
+          d->status->device = KSTALED_DEVICE_ABSENT;
+          return;
+        }
+    }
+  if (!job->has_stats || !check_running (d, job))
+    return;
+  if (!job->queried)
+    return;
+  if (!take_report (d, job))
+    return;
+
+  input.stats = job->stats.balloon;
+  if (d->deflate_on_oom)
+    kstaled_balloon_stats_exclude_balloon (&input.stats,
+                                           job->stats.max_memory_kib);
+  input.report = d->status->report;
+  input.max_memory_kib = job->stats.max_memory_kib;
+  input.early_stale_drop = d->pending_stale_drop;
+  input.now_us = g_get_monotonic_time ();
+  input.rebooted = d->rebooted;
+  kstaled_policy_decide (&dc->policy, &input, &d->policy, &decision);
+  d->pending_stale_drop = 0;
+  d->rebooted = FALSE;
+  apply_decision (agent, d, &decision);
+}
+
+static void
+finish_list (KstaledAgent *agent, Job *job)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter iter;
+  gpointer key;
+
+  agent->listing = FALSE;
+  if (job->ndoms < 0)
+    return;
+  for (int i = 0; i < job->ndoms; i++)
+    {
+      schedule_poll (agent, lookup_domain (agent, job->doms[i]), FALSE);
+      g_hash_table_add (seen, (gpointer) virDomainGetName (job->doms[i]));
+    }
+  /* Domains that stopped without our seeing the event. */
+  g_hash_table_iter_init (&iter, agent->domains);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    if (!g_hash_table_contains (seen, key))
+      {
+        kstaled_log_domain (G_LOG_LEVEL_MESSAGE, key, NULL, "stopped",
+                            "domain=%s is no longer running; forgetting it",
+                            (const char *) key);
+        g_hash_table_iter_remove (&iter);
+      }
+}
+
+static const char *
+job_kind_name (JobKind kind)
+{
+  static const char *const names[] = {
+    [JOB_LIST] = "listing",
+    [JOB_POLL] = "poll",
+    [JOB_SET_BALLOON] = "balloon",
+  };
+
+  return names[kind];
+}
+
+/* Back on the main thread: what a worker found. */
+static gboolean
+finish_job (gpointer data)
+{
+  Job *job = data;
+  KstaledAgent *agent = job->agent;
+  AgentDomain *d = NULL;
+  g_autofree gchar *text = NULL;
+
+  g_debug ("%s job of %s: queued %" G_GINT64_FORMAT " ms, ran %"
+           G_GINT64_FORMAT " ms", job_kind_name (job->kind),
+           job->name ? job->name : agent->config->uri,
+           (job->started_us - job->submitted_us) / 1000,
+           (g_get_monotonic_time () - job->started_us) / 1000);
+  agent->jobs_in_flight--;
+  if (job->stuck)
+    {
+      agent->stuck_jobs--;
+      g_thread_pool_set_max_threads (
+        agent->workers, (gint) (DOMAIN_WORKERS + agent->stuck_jobs), NULL);
+    }
+  if (job->kind == JOB_LIST)
+    {
+      if (job->generation != agent->generation)
+        goto out;               /* of a connection gone since */
+      for (guint i = 0; i < job->errors->len; i++)
+        g_warning ("%s", (const char *) job->errors->pdata[i]);
+      finish_list (agent, job);
+      goto out;
+    }
+  d = g_hash_table_lookup (agent->domains, job->name);
+  if (d == NULL || d->job != job)
+    {
+      d = NULL;                 /* the domain stopped or restarted since */
+      goto out;
+    }
+  d->job = NULL;
+  clear_deadline (d);
+  if (d->status->unresponsive)
+    {
+      /* What it found is as old as the hang: poll afresh. */
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "responsive", "domain=%s answers again after %"
+                          G_GINT64_FORMAT " s; managing it", d->status->name,
+                          (g_get_monotonic_time () - d->unresponsive_since_us)
+                          / G_USEC_PER_SEC);
+      d->status->unresponsive = FALSE;
+      d->poll_again = TRUE;
+      goto out;
+    }
+  if (job->generation != agent->generation)
+    goto out;                   /* the next listing polls it afresh */
+  if (job->errors->len > 0)
+    {
+      /* One line for all, so that the same failures log only once. */
+      g_ptr_array_add (job->errors, NULL);
+      text = g_strjoinv ("; ", (gchar **) job->errors->pdata);
+      set_domain_error (d, text);
+    }
+  if (job->kind == JOB_POLL)
+    finish_poll (agent, d, job);
+  else if (job->balloon_set)
+    record_action (agent, d, &job->decision);
+
+out:
+  if (d != NULL && d->job == NULL && d->poll_again)
+    schedule_poll (agent, d, d->urgent_again);
+  write_state (agent);
+  if (agent->options.once && agent->jobs_in_flight == agent->stuck_jobs &&
+      !agent->listing)
+    g_main_loop_quit (agent->loop);
+  return G_SOURCE_REMOVE;
+}
+
+/* Polls the domain now, or as soon as its job in flight is back; urgent
+ * polls (early reports, reboots) go before the others. */
+static void
+schedule_poll (KstaledAgent *agent, AgentDomain *d, gboolean urgent)
+{
+  const KstaledDomainConfig *dc =
+    kstaled_config_for_domain (agent->config, d->status->name);
+  Job *job;
+
+  if (d->dom == NULL)
+    return;                     /* until the next listing after a reconnect */
+  if (d->job != NULL)
+    {
+      d->poll_again = TRUE;
+      d->urgent_again |= urgent;
+      return;
+    }
+  d->poll_again = d->urgent_again = FALSE;
   d->status->enabled = dc->enabled;
   if (!dc->enabled)
     {
       if (!d->logged_disabled)
-        g_message ("domain=%s is disabled in the configuration; leaving it "
-                   "alone", d->status->name);
+        kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                            "disabled", "domain=%s is disabled in the "
+                            "configuration; leaving it alone",
+                            d->status->name);
       d->logged_disabled = TRUE;
       return;
     }
@@ -357,114 +904,21 @@ poll_domain (KstaledAgent *agent, virDomainPtr dom)
     return;
 
   d->status->polls_total++;
-  if (!d->stats_period_set && agent->config->balloon_stats_period > 0 &&
-      !agent->config->dry_run)
-    {
-      if (virDomainSetMemoryStatsPeriod (dom,
-                                         (int) agent->config->balloon_stats_period,
-                                         VIR_DOMAIN_AFFECT_LIVE) < 0)
-        set_domain_error (d, "setting the balloon statistics period failed",
-                          libvirt_error ());
-      d->stats_period_set = TRUE;
-    }
-  if (!query_report (d, dom))
-    return;
-
-  read_balloon_stats (dom, &input.stats);
-  max_kib = virDomainGetMaxMemory (dom);
-  if (max_kib == 0)
-    set_domain_error (d, "reading the maximum memory failed",
-                      libvirt_error ());
-  input.report = d->status->report;
-  input.max_memory_kib = max_kib;
-  input.early_stale_drop = d->pending_stale_drop;
-  input.now_us = g_get_monotonic_time ();
-  input.rebooted = d->rebooted;
-  kstaled_policy_decide (&dc->policy, &input, &d->policy, &decision);
-  d->pending_stale_drop = 0;
-  d->rebooted = FALSE;
-  apply_decision (agent, d, dom, &decision);
-}
-
-static void
-poll_domain_by_name (KstaledAgent *agent, const char *name)
-{
-  g_autoptr (virDomain) dom = NULL;
-
-  if (agent->conn == NULL)
-    return;
-  dom = virDomainLookupByName (agent->conn, name);
-  if (dom == NULL)
-    {
-      g_debug ("domain=%s vanished before its poll: %s", name,
-               libvirt_error ());
-      return;
-    }
-  poll_domain (agent, dom);
-  write_state (agent);
+  job = job_new (agent, JOB_POLL, d);
+  job->urgent = urgent;
+  job->read_xml = !d->xml_read;
+  if (!d->stats_period_set && !agent->config->dry_run)
+    job->stats_period = agent->config->balloon_stats_period;
+  submit_domain_job (agent, d, job);
 }
 
 static void
 poll_all (KstaledAgent *agent)
 {
-  virDomainPtr *doms = NULL;
-  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
-  GHashTableIter iter;
-  gpointer key;
-  int n;
-
-  n = virConnectListAllDomains (agent->conn, &doms,
-                                VIR_CONNECT_LIST_DOMAINS_ACTIVE);
-  if (n < 0)
-    {
-      g_warning ("listing the domains of %s failed: %s", agent->config->uri,
-                 libvirt_error ());
-      return;
-    }
-  for (int i = 0; i < n; i++)
-    {
-      poll_domain (agent, doms[i]);
-      g_hash_table_add (seen, (gpointer) virDomainGetName (doms[i]));
-    }
-  /* Domains that stopped without our seeing the event. */
-  g_hash_table_iter_init (&iter, agent->domains);
-  while (g_hash_table_iter_next (&iter, &key, NULL))
-    if (!g_hash_table_contains (seen, key))
-      {
-        g_message ("domain=%s is no longer running; forgetting it",
-                   (const char *) key);
-        g_hash_table_iter_remove (&iter);
-      }
-  write_state (agent);
-  for (int i = 0; i < n; i++)
-    virDomainFree (doms[i]);
-  free (doms);
-}
-
-/* Sources go to the agent's own context: libvirt's event loop iterates
- * the default one. */
-static guint
-attach_source (KstaledAgent *agent, GSource *source, GSourceFunc func)
-{
-  guint id;
-
-  g_source_set_callback (source, func, agent, NULL);
-  id = g_source_attach (source, agent->context);
-  g_source_unref (source);
-  return id;
-}
-
-static void
-remove_source (KstaledAgent *agent, guint *id)
-{
-  GSource *source;
-
-  if (*id == 0)
+  if (agent->listing)
     return;
-  source = g_main_context_find_source_by_id (agent->context, *id);
-  if (source != NULL)
-    g_source_destroy (source);
-  *id = 0;
+  agent->listing = TRUE;
+  submit_job (agent, job_new (agent, JOB_LIST, NULL));
 }
 
 static gboolean
@@ -474,200 +928,218 @@ poll_timeout (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
-/* --- libvirt events, handed from the event-loop thread ---------------- */
-
-static void
-agent_event_free (gpointer data)
-{
-  AgentEvent *ev = data;
-
-  g_free (ev->domain);
-  g_free (ev->details);
-  g_free (ev);
-}
-
-static void
-handle_lifecycle (KstaledAgent *agent, const AgentEvent *ev)
-{
-  switch (ev->event)
-    {
-    case VIR_DOMAIN_EVENT_STARTED:
-      g_message ("domain=%s started", ev->domain);
-      g_hash_table_remove (agent->domains, ev->domain);
-      poll_domain_by_name (agent, ev->domain);
-      break;
-    case VIR_DOMAIN_EVENT_STOPPED:
-      g_message ("domain=%s stopped (detail %d); forgetting it", ev->domain,
-                 ev->detail);
-      g_hash_table_remove (agent->domains, ev->domain);
-      write_state (agent);
-      break;
-    default:
-      g_debug ("domain=%s lifecycle event %d detail %d", ev->domain,
-               ev->event, ev->detail);
-      break;
-    }
-}
-
-static void
-handle_early_report (KstaledAgent *agent, const AgentEvent *ev)
-{
-  AgentDomain *d = g_hash_table_lookup (agent->domains, ev->domain);
-  g_autoptr (GError) error = NULL;
-  guint64 drop;
-
-  if (d == NULL || d->status->device != KSTALED_DEVICE_PRESENT)
-    {
-      g_debug ("domain=%s: early report from a domain not managed",
-               ev->domain);
-      return;
-    }
-  if (!kstaled_early_report_parse (ev->details, strlen (ev->details), &drop,
-                                   &error))
-    {
-      set_domain_error (d, "rejected " EARLY_REPORT_EVENT, error->message);
-      return;
-    }
-  d->status->early_reports_total++;
-  d->pending_stale_drop = d->pending_stale_drop > G_MAXUINT64 - drop
-                          ? G_MAXUINT64 : d->pending_stale_drop + drop;
-  g_message ("domain=%s " EARLY_REPORT_EVENT " stale-drop-kib=%"
-             G_GUINT64_FORMAT " delay-ms=%" G_GINT64_FORMAT, ev->domain,
-             drop / 1024, (g_get_real_time () - ev->emitted_us) / 1000);
-  poll_domain_by_name (agent, ev->domain);
-}
+/* --- libvirt events, on the main thread ----------------------------------- */
 
 static void disconnect_from_libvirt (KstaledAgent *agent);
+static void schedule_reconnect (KstaledAgent *agent);
+
+static const char *
+close_reason (int reason)
+{
+  switch (reason)
+    {
+    case VIR_CONNECT_CLOSE_REASON_ERROR:
+      return "an error";
+    case VIR_CONNECT_CLOSE_REASON_EOF:
+      return "end of file";
+    case VIR_CONNECT_CLOSE_REASON_KEEPALIVE:
+      return "keepalive timeout";
+    default:
+      return "client request";
+    }
+}
+
+typedef struct {
+  KstaledAgent *agent;
+  virConnectPtr conn;
+  int reason;
+} ConnectionClosed;
 
 static void
-schedule_reconnect (KstaledAgent *agent);
+connection_closed_free (gpointer data)
+{
+  ConnectionClosed *closed = data;
+
+  virConnectClose (closed->conn);
+  g_free (closed);
+}
 
 static gboolean
-handle_event (gpointer data)
+handle_connection_closed (gpointer data)
 {
-  AgentEvent *ev = data;
-  KstaledAgent *agent = ev->agent;
+  ConnectionClosed *closed = data;
+  KstaledAgent *agent = closed->agent;
 
-  if (ev->generation != agent->generation || agent->conn == NULL)
-    return G_SOURCE_REMOVE;
-  switch (ev->kind)
-    {
-    case EVENT_CLOSED:
-      g_warning ("connection to %s closed (reason %d); reconnecting",
-                 agent->config->uri, ev->event);
-      disconnect_from_libvirt (agent);
-      schedule_reconnect (agent);
-      break;
-    case EVENT_LIFECYCLE:
-      handle_lifecycle (agent, ev);
-      break;
-    case EVENT_REBOOT:
-      {
-        AgentDomain *d = g_hash_table_lookup (agent->domains, ev->domain);
-
-        g_message ("domain=%s rebooted", ev->domain);
-        if (d != NULL)
-          d->rebooted = TRUE;
-        poll_domain_by_name (agent, ev->domain);
-      }
-      break;
-    case EVENT_EARLY_REPORT:
-      handle_early_report (agent, ev);
-      break;
-    }
+  if (closed->conn != agent->conn)
+    return G_SOURCE_REMOVE;     /* an old connection's */
+  g_warning ("connection to %s closed (%s); reconnecting", agent->config->uri,
+             close_reason (closed->reason));
+  disconnect_from_libvirt (agent);
+  schedule_reconnect (agent);
   return G_SOURCE_REMOVE;
 }
 
-static void
-post_event (Registration *reg, EventKind kind, virDomainPtr dom, int event,
-            int detail, const char *details, gint64 emitted_us)
-{
-  AgentEvent *ev = g_new0 (AgentEvent, 1);
-
-  ev->agent = reg->agent;
-  ev->generation = reg->generation;
-  ev->kind = kind;
-  ev->domain = dom ? g_strdup (virDomainGetName (dom)) : NULL;
-  ev->event = event;
-  ev->detail = detail;
-  /* One byte over the parser's limit is enough for it to refuse. */
-  ev->details = g_strndup (details ? details : "", KSTALED_MAX_EVENT_LEN + 1);
-  ev->emitted_us = emitted_us;
-  g_main_context_invoke_full (reg->agent->context, G_PRIORITY_DEFAULT,
-                              handle_event, ev, agent_event_free);
-}
-
+/* libvirt calls this from whichever thread finds the connection closed (a
+ * worker's call, or the main loop's event dispatch or keepalive timer),
+ * holding a lock that virConnectUnregisterCloseCallback takes: the main
+ * loop handles it in a later iteration. */
 static void
 on_close (virConnectPtr conn, int reason, void *opaque)
 {
-  (void) conn;
-  post_event (opaque, EVENT_CLOSED, NULL, reason, 0, NULL, 0);
+  ConnectionClosed *closed = g_new (ConnectionClosed, 1);
+  GSource *source = g_idle_source_new ();
+
+  closed->agent = opaque;
+  closed->conn = conn;
+  closed->reason = reason;
+  virConnectRef (conn);
+  /* Not g_main_context_invoke, which on the main thread would call it at
+   * once, lock held. */
+  g_source_set_callback (source, handle_connection_closed, closed,
+                         connection_closed_free);
+  g_source_attach (source, closed->agent->context);
+  g_source_unref (source);
 }
 
 static int
 on_lifecycle (virConnectPtr conn, virDomainPtr dom, int event, int detail,
               void *opaque)
 {
-  (void) conn;
-  post_event (opaque, EVENT_LIFECYCLE, dom, event, detail, NULL, 0);
+  KstaledAgent *agent = opaque;
+  const char *name = virDomainGetName (dom);
+  AgentDomain *d;
+
+  if (conn != agent->conn)
+    return 0;
+  switch (event)
+    {
+    case VIR_DOMAIN_EVENT_STARTED:
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "started",
+                          "domain=%s started", name);
+      g_hash_table_remove (agent->domains, name);
+      schedule_poll (agent, lookup_domain (agent, dom), TRUE);
+      break;
+    case VIR_DOMAIN_EVENT_STOPPED:
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "stopped",
+                          "domain=%s stopped (detail %d); forgetting it", name,
+                          detail);
+      g_hash_table_remove (agent->domains, name);
+      write_state (agent);
+      break;
+    case VIR_DOMAIN_EVENT_RESUMED:
+      d = g_hash_table_lookup (agent->domains, name);
+      if (d == NULL)
+        break;
+      /* A balloon asked for before the pause had no time to move: it gets
+       * its whole settling time again, instead of the next step at once. */
+      if (d->policy.inflate_request_kib != 0)
+        d->policy.inflate_request_us = g_get_monotonic_time ();
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "resumed",
+                          "domain=%s resumed", name);
+      schedule_poll (agent, d, FALSE);
+      break;
+    case VIR_DOMAIN_EVENT_SUSPENDED:
+    case VIR_DOMAIN_EVENT_SHUTDOWN:
+      /* The next poll finds it halted. */
+      d = g_hash_table_lookup (agent->domains, name);
+      if (d != NULL)
+        schedule_poll (agent, d, FALSE);
+      break;
+    default:
+      g_debug ("domain=%s lifecycle event %d detail %d", name, event, detail);
+      break;
+    }
   return 0;
 }
 
 static int
 on_reboot (virConnectPtr conn, virDomainPtr dom, void *opaque)
 {
-  (void) conn;
-  post_event (opaque, EVENT_REBOOT, dom, 0, 0, NULL, 0);
+  KstaledAgent *agent = opaque;
+  const char *name = virDomainGetName (dom);
+  AgentDomain *d;
+
+  if (conn != agent->conn)
+    return 0;
+  d = lookup_domain (agent, dom);
+  kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "reboot",
+                      "domain=%s rebooted", name);
+  d->rebooted = TRUE;
+  schedule_poll (agent, d, TRUE);
   return 0;
 }
 
 static void
-on_qemu_event (virConnectPtr conn, virDomainPtr dom, const char *event,
-               long long seconds, unsigned int micros, const char *details,
-               void *opaque)
+on_early_report (virConnectPtr conn, virDomainPtr dom, const char *event,
+                 long long seconds, unsigned int micros, const char *details,
+                 void *opaque)
 {
-  (void) conn;
+  KstaledAgent *agent = opaque;
+  const char *name = virDomainGetName (dom);
+  AgentDomain *d = g_hash_table_lookup (agent->domains, name);
+  g_autoptr (GError) error = NULL;
+  gint64 emitted_us = (gint64) seconds * G_USEC_PER_SEC + micros;
+  guint64 drop;
+
   (void) event;
-  post_event (opaque, EVENT_EARLY_REPORT, dom, 0, 0, details,
-              (gint64) seconds * G_USEC_PER_SEC + micros);
+  if (conn != agent->conn)
+    return;
+  if (d == NULL || d->status->device != KSTALED_DEVICE_PRESENT)
+    {
+      g_debug ("domain=%s: early report from a domain not managed", name);
+      return;
+    }
+  if (details == NULL ||
+      !kstaled_early_report_parse (details, strnlen (details,
+                                                     KSTALED_MAX_EVENT_LEN + 1),
+                                   &drop, &error))
+    {
+      g_autofree gchar *text = g_strdup_printf (
+        "rejected " EARLY_REPORT_EVENT ": %s",
+        error ? error->message : "no data");
+
+      set_domain_error (d, text);
+      return;
+    }
+  d->status->early_reports_total++;
+  d->pending_stale_drop = d->pending_stale_drop > G_MAXUINT64 - drop
+                          ? G_MAXUINT64 : d->pending_stale_drop + drop;
+  kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "early-report",
+                      "domain=%s " EARLY_REPORT_EVENT " stale-drop-kib=%"
+                      G_GUINT64_FORMAT " delay-ms=%" G_GINT64_FORMAT, name,
+                      drop / 1024, (g_get_real_time () - emitted_us) / 1000);
+  schedule_poll (agent, d, TRUE);
 }
 
 /* --- connection ---------------------------------------------------------- */
-
-static Registration *
-registration_new (KstaledAgent *agent)
-{
-  Registration *reg = g_new (Registration, 1);
-
-  reg->agent = agent;
-  reg->generation = agent->generation;
-  return reg;
-}
 
 static gboolean
 register_events (KstaledAgent *agent, GError **error)
 {
   const char *what;
 
-  if (virConnectRegisterCloseCallback (agent->conn, on_close,
-                                       registration_new (agent), g_free) < 0)
+  /* No free callbacks: every registration is undone before the agent
+   * goes, and libvirt does not call them when registering fails. */
+  if (virConnectRegisterCloseCallback (agent->conn, on_close, agent,
+                                       NULL) < 0)
     what = "close callback";
+  /* Local drivers (test:///, qemu:///embed) have no keepalive, nor a
+   * daemon to lose. */
   else if (virConnectSetKeepAlive (agent->conn, KEEPALIVE_INTERVAL_S,
-                                   KEEPALIVE_COUNT) < 0)
+                                   KEEPALIVE_COUNT) < 0 &&
+           virGetLastErrorCode () != VIR_ERR_NO_SUPPORT)
     what = "keepalive";
-  else if ((agent->lifecycle_id = virConnectDomainEventRegisterAny (
-              agent->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-              VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle),
-              registration_new (agent), g_free)) < 0)
+  else if (virConnectDomainEventRegisterAny (
+             agent->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+             VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle), agent, NULL) < 0)
     what = "lifecycle events";
-  else if ((agent->reboot_id = virConnectDomainEventRegisterAny (
-              agent->conn, NULL, VIR_DOMAIN_EVENT_ID_REBOOT,
-              VIR_DOMAIN_EVENT_CALLBACK (on_reboot),
-              registration_new (agent), g_free)) < 0)
+  else if (virConnectDomainEventRegisterAny (
+             agent->conn, NULL, VIR_DOMAIN_EVENT_ID_REBOOT,
+             VIR_DOMAIN_EVENT_CALLBACK (on_reboot), agent, NULL) < 0)
     what = "reboot events";
-  else if ((agent->early_report_id = virConnectDomainQemuMonitorEventRegister (
-              agent->conn, NULL, EARLY_REPORT_EVENT, on_qemu_event,
-              registration_new (agent), g_free, 0)) < 0)
+  else if (virConnectDomainQemuMonitorEventRegister (
+             agent->conn, NULL, EARLY_REPORT_EVENT, on_early_report, agent,
+             NULL, 0) < 0)
     what = EARLY_REPORT_EVENT " events";
   else
     return TRUE;
@@ -678,24 +1150,35 @@ register_events (KstaledAgent *agent, GError **error)
 }
 
 static void
+forget_handle (gpointer key, gpointer value, gpointer data)
+{
+  AgentDomain *d = value;
+
+  (void) key;
+  (void) data;
+  g_clear_pointer (&d->dom, virDomainFree);
+  d->poll_again = FALSE;
+}
+
+static void
 disconnect_from_libvirt (KstaledAgent *agent)
 {
   if (agent->conn == NULL)
     return;
   remove_source (agent, &agent->poll_source);
-  /* On a dead connection these fail; libvirt frees the registrations when
-   * the connection goes either way. */
-  if (agent->lifecycle_id >= 0)
-    virConnectDomainEventDeregisterAny (agent->conn, agent->lifecycle_id);
-  if (agent->reboot_id >= 0)
-    virConnectDomainEventDeregisterAny (agent->conn, agent->reboot_id);
-  if (agent->early_report_id >= 0)
-    virConnectDomainQemuMonitorEventDeregister (agent->conn,
-                                                agent->early_report_id);
-  agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
+  /* The event subscriptions are not undone: a connection goes when it
+   * dies or the agent exits, and libvirtd drops a client's subscriptions
+   * with it, while undoing them is a call to libvirtd each, which waited
+   * 5 s apiece behind a worker's call to a stopped QEMU and so held up
+   * SIGTERM.  The callbacks ignore what an old connection still sends. */
   virConnectUnregisterCloseCallback (agent->conn, on_close);
+  /* The domains' handles go with the connection; the next listing gives
+   * new ones.  Jobs in flight hold their own references, dropped with the
+   * jobs, whose results no longer count. */
+  g_hash_table_foreach (agent->domains, forget_handle, NULL);
   g_clear_pointer (&agent->conn, virConnectClose);
   agent->generation++;
+  agent->listing = FALSE;
 }
 
 static gboolean
@@ -722,7 +1205,7 @@ schedule_reconnect (KstaledAgent *agent)
                                   RECONNECT_MAX_S);
 }
 
-/* Connects, subscribes and polls; TRUE if connected. */
+/* Connects, subscribes and starts polling; TRUE if connected. */
 static gboolean
 try_connect (KstaledAgent *agent, GError **error)
 {
@@ -865,13 +1348,19 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
   agent->config = load_config (agent, error);
   if (agent->config == NULL)
     return NULL;
-  agent->context = g_main_context_new ();
+  /* libvirt's events run on the default context (register_libvirt_events). */
+  agent->context = g_main_context_ref (g_main_context_default ());
   agent->loop = g_main_loop_new (agent->context, FALSE);
   agent->state_writer = kstaled_state_writer_new (
     agent->context, KSTALED_STATUS_WRITE_INTERVAL_MS, render_state, agent);
+  /* Exclusive: its threads wait for jobs instead of going back to GLib's
+   * shared pool after half a second idle, so a job never waits for a
+   * thread to be started. */
+  agent->workers = g_thread_pool_new_full (run_job, NULL, job_free,
+                                           DOMAIN_WORKERS, TRUE, NULL);
+  g_thread_pool_set_sort_function (agent->workers, compare_jobs, NULL);
   agent->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           (GDestroyNotify) agent_domain_free);
-  agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
   agent->reconnect_delay_s = RECONNECT_MIN_S;
   return g_steal_pointer (&agent);
 }
@@ -882,12 +1371,16 @@ kstaled_agent_run (KstaledAgent *agent, GError **error)
   guint signals[3];
   gboolean ok = TRUE;
 
-  start_libvirt_event_loop ();
+  register_libvirt_events ();
   /* The metrics endpoint's I/O follows the thread-default context. */
   g_main_context_push_thread_default (agent->context);
   if (agent->options.once)
     {
+      /* Until every domain's job is back or past its deadline. */
       ok = try_connect (agent, error);
+      if (ok)
+        g_main_loop_run (agent->loop);
+      write_state (agent);
       disconnect_from_libvirt (agent);
       goto out;
     }
@@ -929,6 +1422,11 @@ kstaled_agent_free (KstaledAgent *agent)
     return;
   disconnect_from_libvirt (agent);
   remove_source (agent, &agent->reconnect_source);
+  /* Queued jobs are dropped; a worker stuck in libvirt is not waited for.
+   * What it finds goes to the default context, which nobody iterates once
+   * the agent is gone. */
+  if (agent->workers != NULL)
+    g_thread_pool_free (agent->workers, TRUE, FALSE);
   g_clear_pointer (&agent->metrics, kstaled_metrics_server_free);
   /* Its pending write renders the domains. */
   g_clear_pointer (&agent->state_writer, kstaled_state_writer_free);

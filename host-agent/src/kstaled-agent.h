@@ -1,8 +1,10 @@
 /* The daemon: follows the domains of one libvirt connection, polls their
- * kstaled devices, runs the policy and sets their balloons.  libvirt's
- * default event loop runs in a thread of its own; its callbacks only hand
- * events to the main context (g_main_context_invoke), where all the work,
- * every libvirt call included, happens. */
+ * kstaled devices, runs the policy and sets their balloons.  The main
+ * thread runs GLib's default main context, where libvirt's events, the
+ * timers, the metrics endpoint and every decision happen; libvirt calls
+ * that reach a domain's QEMU run in a pool of worker threads, one job per
+ * domain at a time, so that a QEMU that does not answer holds up only its
+ * own domain. */
 #pragma once
 
 #include <glib.h>

@@ -38,6 +38,9 @@ typedef struct {
   gboolean enabled;                 /* per the configuration */
   KstaledDevicePresence device;
   gchar *last_error;                /* of the last poll; NULL if it worked */
+  /* Its libvirt calls have not returned within the agent's deadline; it
+   * is skipped until they do. */
+  gboolean unresponsive;
   KstaledReport *report;            /* last good report, or NULL */
   gboolean has_decision;
   KstaledDecision decision;         /* of the last poll */

@@ -120,10 +120,12 @@ agent_cleanup() {
 	rm -rf "$agent_dir"
 }
 
-# log_ms LINE: the GLib log timestamp (HH:MM:SS.mmm) of LINE in ms.
+# log_ms LINE: the GLib log timestamp (HH:MM:SS.mmm) of LINE in ms: the
+# first such time in it, as messages and warnings put it at different
+# places.
 log_ms() {
-	echo "$1" | sed -nE 's/^[^:]*: ([0-9]+):([0-9]+):([0-9]+)\.([0-9]+): .*/\1 \2 \3 \4/p' |
-		awk '{ print (($1 * 60 + $2) * 60 + $3) * 1000 + $4 }'
+	echo "$1" | grep -oE -m1 '[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}' | head -1 |
+		awk -F'[:.]' '{ print (($1 * 60 + $2) * 60 + $3) * 1000 + $4 }'
 }
 
 # guest_healthy NAME CONSOLE: the guest's kernel killed nothing for lack
@@ -133,4 +135,16 @@ guest_healthy() {
 		die "$1 ran out of memory; console:
 $(tail -50 "$2")"
 	fi
+}
+
+# domain_log_mark NAME: the size of libvirt's log of domain NAME now, for
+# domain_log_since.
+domain_log_mark() {
+	stat -c %s "/var/log/libvirt/qemu/$1.log" 2>/dev/null || echo 0
+}
+
+# domain_log_since NAME MARK: what libvirt logged about domain NAME since
+# domain_log_mark gave MARK (it appends across runs of the domain).
+domain_log_since() {
+	tail -c +$(($2 + 1)) "/var/log/libvirt/qemu/$1.log"
 }

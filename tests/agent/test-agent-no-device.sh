@@ -1,6 +1,7 @@
 #!/bin/bash
 # A domain without a kstaled device is left alone, once and as a daemon,
-# and the daemon survives what happens around it: a configuration reload,
+# without a monitor command (libvirt would taint it), and the daemon
+# survives what happens around it: a configuration reload,
 # a libvirtd restart, the domain's QEMU killed under it, the domain
 # starting again.
 set -euo pipefail
@@ -13,6 +14,7 @@ trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 agent_config --domains "$domain"
 
+log_mark=$(domain_log_mark "$domain")
 console=$(domain_start --without-kstaled "$domain" 512 "")
 wait_for_file_line "$console" '^KSTALED-VM-READY' 120 ||
 	die "guest did not boot; console:
@@ -22,7 +24,7 @@ full=$(domain_kib "$domain" actual)
 "$agent_bin" --config "$agent_conf" --once >"$agent_log" 2>&1 ||
 	die "kstaled-agent --once failed: $(cat "$agent_log")"
 cat "$agent_log"
-grep -q "domain=$domain has no kstaled device; leaving it alone" "$agent_log" ||
+grep -q "domain=$domain has no kstaled device in its XML; leaving it alone" "$agent_log" ||
 	die "--once did not report $domain as left alone"
 ! grep -q "domain=$domain action=" "$agent_log" ||
 	die "--once decided about a domain without the device"
@@ -81,7 +83,10 @@ sleep 2
 	die "balloon of $domain moved to $(domain_kib "$domain" actual) KiB"
 ! grep -q "domain=$domain action=" "$agent_log" ||
 	die "the agent decided about a domain without the device"
+if domain_log_since "$domain" "$log_mark" | grep custom-monitor; then
+	die "the agent sent $domain a monitor command"
+fi
 agent_stop
 grep -q "exiting on signal" "$agent_log" || die "agent did not exit cleanly on SIGTERM"
 cat "$agent_log"
-echo "left alone through --once, a libvirtd restart, a QEMU kill and a restart"
+echo "left alone, untainted, through --once, a libvirtd restart, a QEMU kill and a restart"

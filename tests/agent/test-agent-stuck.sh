@@ -1,0 +1,120 @@
+#!/bin/bash
+# One stuck QEMU must not stall the agent.  Three guests with the device;
+# one's QEMU is stopped (kill -STOP: its monitor never answers, as with a
+# big lock held by stuck storage).  The agent marks it unresponsive and
+# keeps polling and ballooning the other two, its metrics endpoint answers,
+# and after kill -CONT it manages the third again.  Stopped once more, the
+# domain does not keep SIGTERM from ending the agent within 5 s.
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+. "$KSTALED_TOP/tests/lib-libvirt.sh"
+. "$KSTALED_TOP/tests/agent/lib-agent.sh"
+
+guests="kstaled-agent-stuck1 kstaled-agent-stuck2 kstaled-agent-stuck3"
+healthy="kstaled-agent-stuck1 kstaled-agent-stuck2"
+stuck=kstaled-agent-stuck3
+stuck_pid=
+cleanup() {
+	local status=$1 g
+	[ -z "$stuck_pid" ] || kill -CONT "$stuck_pid" 2>/dev/null || true
+	agent_cleanup "$status"
+	for g in $guests; do domain_destroy "$g"; done
+	libvirt_stop
+}
+trap 'cleanup $?' EXIT
+libvirt_start
+interval=2
+# Idle guests shrink from 192 MiB towards the 64 MiB floor in 8 MiB steps:
+# the two healthy ones still have steps to go while the third is stopped.
+agent_config --domains "$guests" idle-age=5 headroom-percent=0 headroom-mib=16 \
+	min-memory-mib=64 hysteresis-mib=8 hysteresis-percent=0 max-step-mib=8 \
+	reclaim-swap-backed=true
+sed -i "s/^poll-interval=.*/poll-interval=$interval/" "$agent_conf"
+
+declare -A console
+for g in $guests; do
+	console[$g]=$(domain_start "$g" 192 "")
+done
+for g in $guests; do
+	wait_for_file_line "${console[$g]}" '^KSTALED-VM-READY' 120 ||
+		die "$g did not boot; console:
+$(cat "${console[$g]}")"
+done
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+agent_start --metrics-port "$port"
+for g in $guests; do
+	agent_wait_log 1 "domain=$g action=inflate" 120
+done
+
+# now_ms: the time of day in ms, as log_ms reads the agent's log.
+now_ms() {
+	log_ms "now: $(date +%H:%M:%S.%3N): now"
+}
+
+stuck_pid=$(cat "/run/libvirt/qemu/$stuck.pid")
+from=$(wc -l <"$agent_log")
+stopped_ms=$(now_ms)
+kill -STOP "$stuck_pid"
+agent_wait_log 1 "domain=$stuck is unresponsive" 30
+detected=$(grep -m1 "domain=$stuck is unresponsive" "$agent_log")
+echo "$detected"
+echo "stopped to unresponsive: $(($(log_ms "$detected") - stopped_ms)) ms"
+sleep $((4 * interval))
+window=$(tail -n +"$((from + 1))" "$agent_log")
+window_end_ms=$(now_ms)
+
+for g in $healthy; do
+	decided=$(echo "$window" | grep "domain=$g action=" || true)
+	# Gaps from the stop, between decisions, and to the end of the window.
+	max_gap=$({
+		echo "$stopped_ms"
+		echo "$decided" | while IFS= read -r line; do
+			[ -z "$line" ] || log_ms "$line"
+		done
+		echo "$window_end_ms"
+	} | awk 'NR > 1 && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }')
+	changes=$(echo "$decided" | grep -cE "action=(inflate|deflate)" || true)
+	echo "$g while $stuck was stopped: $(echo "$decided" | grep -c . || true) decisions, $changes balloon changes, longest gap $max_gap ms"
+	# 250 ms for timers and TCG guests on a busy host.
+	[ "$max_gap" -le $((2 * interval * 1000 + 250)) ] ||
+		die "$g went $max_gap ms without a decision while $stuck was stopped"
+	[ "$changes" -ge 1 ] || die "$g was not ballooned while $stuck was stopped:
+$decided"
+done
+start_ms=$(date +%s%3N)
+curl -sf -m 5 "http://127.0.0.1:$port/metrics" >"$agent_dir/metrics" ||
+	die "/metrics did not answer while $stuck was stopped"
+echo "/metrics answered in $(($(date +%s%3N) - start_ms)) ms"
+grep -x "kstaled_domain_managed{domain=\"${healthy%% *}\"} 1" "$agent_dir/metrics" >/dev/null ||
+	die "the metrics lack ${healthy%% *}: $(head -30 "$agent_dir/metrics")"
+decisions=$(grep -c "domain=$stuck action=" "$agent_log")
+! echo "$window" | grep "domain=$stuck action=" ||
+	die "the agent decided about $stuck while its QEMU was stopped"
+
+# Answers again: managed again.
+kill -CONT "$stuck_pid"
+continued=$(date +%s%3N)
+agent_wait_log 1 "domain=$stuck answers again" 30
+agent_wait_log $((decisions + 1)) "domain=$stuck action=" 30
+echo "$stuck managed again $(($(date +%s%3N) - continued)) ms after kill -CONT"
+grep "domain=$stuck answers again" "$agent_log"
+
+# Stopped again, a SIGTERM still ends the agent at once.
+kill -STOP "$stuck_pid"
+agent_wait_log 2 "domain=$stuck is unresponsive" 30
+start_ms=$(date +%s%3N)
+kill "$agent_pid"
+# wait returns when the agent exits; a watchdog kills it after 5 s.
+(sleep 5 && kill -9 "$agent_pid") 2>/dev/null &
+watchdog=$!
+status=0
+wait "$agent_pid" || status=$?
+exit_ms=$(($(date +%s%3N) - start_ms))
+kill "$watchdog" 2>/dev/null || true
+agent_pid=
+echo "SIGTERM to exit: $exit_ms ms, $stuck stopped"
+[ "$status" -eq 0 ] || die "the agent did not exit cleanly within 5 s of SIGTERM (status $status, $exit_ms ms)"
+grep -q "exiting on signal" "$agent_log" || die "the agent did not log its exit"
+kill -CONT "$stuck_pid"
+stuck_pid=
