@@ -348,6 +348,56 @@ test_buckets (void)
   g_assert_cmpint (kstaled_bucket_index (0), ==, -1);
 }
 
+/* qom-get of the balloon's guest-stats on QEMU 10.0 with a 6.12 guest;
+ * counters the guest does not send are -1 (2^64 - 1). */
+static void
+test_guest_counters (void)
+{
+  static const char reply[] =
+    "{\"return\": {\"stats\": {\"stat-htlb-pgfail\": 0, "
+    "\"stat-available-memory\": 398458880, \"stat-disk-caches\": 50249728, "
+    "\"stat-swap-in\": 1024, \"stat-oom-kills\": 2, "
+    "\"stat-alloc-stalls\": 17, \"stat-async-scans\": 5120, "
+    "\"stat-direct-scans\": 18446744073709551615, "
+    "\"stat-total-memory\": 503316480, \"stat-major-faults\": 311, "
+    "\"stat-free-memory\": 331350016}, \"last-update\": 1764763200}, "
+    "\"id\": \"libvirt-421\"}";
+  static const char old_guest[] =
+    "{\"return\": {\"stats\": {\"stat-swap-in\": 0, "
+    "\"stat-oom-kills\": 18446744073709551615}, \"last-update\": 0}}";
+  const char *bad[] = {
+    "{\"return\": {\"last-update\": 0}}",
+    "{\"return\": {\"stats\": {\"stat-oom-kills\": -3}}}",
+    "{\"return\": {\"stats\": {\"stat-oom-kills\": 1.5}}}",
+    "{\"return\": {\"stats\": {\"stat-alloc-stalls\": \"7\"}}}",
+    "{\"error\": {\"class\": \"GenericError\", \"desc\": \"no balloon\"}}",
+    "[]",
+  };
+  KstaledGuestCounters c;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (kstaled_guest_counters_parse (reply, strlen (reply), &c,
+                                               &error));
+  g_assert_no_error (error);
+  g_assert_true (c.has_oom_kills && c.has_alloc_stalls);
+  g_assert_cmpuint (c.oom_kills, ==, 2);
+  g_assert_cmpuint (c.alloc_stalls, ==, 17);
+
+  g_assert_true (kstaled_guest_counters_parse (old_guest, strlen (old_guest),
+                                               &c, &error));
+  g_assert_false (c.has_oom_kills);
+  g_assert_false (c.has_alloc_stalls);
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_clear_error (&error);
+      g_assert_false (kstaled_guest_counters_parse (bad[i], strlen (bad[i]),
+                                                    &c, &error));
+      g_assert_nonnull (error);
+      g_test_message ("%s", error->message);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -367,5 +417,6 @@ main (int argc, char **argv)
   g_test_add_func ("/report/hostile-strings", test_hostile_strings);
   g_test_add_func ("/report/early-report", test_early_report);
   g_test_add_func ("/report/buckets", test_buckets);
+  g_test_add_func ("/report/guest-counters", test_guest_counters);
   return g_test_run ();
 }
