@@ -49,6 +49,7 @@ struct _KstaledAgent {
   guint reconnect_delay_s;
 
   GHashTable *domains;          /* name -> AgentDomain */
+  KstaledHost *host;            /* the host arbiter */
   KstaledMetricsServer *metrics;
   gchar *state_error;           /* last failure writing the state file */
 };
@@ -303,6 +304,44 @@ query_report (AgentDomain *d, virDomainPtr dom)
   return TRUE;
 }
 
+/* The balloon's counters libvirt 9.0 does not name; unset on failure. */
+static void
+read_guest_counters (AgentDomain *d, virDomainPtr dom,
+                     KstaledGuestCounters *counters)
+{
+  g_autofree gchar *reply = NULL;
+  g_autoptr (GError) error = NULL;
+
+  *counters = (KstaledGuestCounters) { 0 };
+  if (virDomainQemuMonitorCommand (dom, KSTALED_GUEST_STATS_COMMAND, &reply,
+                                   0) < 0)
+    g_debug ("domain=%s: no balloon guest-stats: %s", d->status->name,
+             libvirt_error ());
+  else if (!kstaled_guest_counters_parse (reply, strlen (reply), counters,
+                                          &error))
+    g_debug ("domain=%s: rejected balloon guest-stats: %s", d->status->name,
+             error->message);
+}
+
+/* Gives the device the scan period and stale page age the policy wants. */
+static void
+configure_device (KstaledAgent *agent, AgentDomain *d, virDomainPtr dom,
+                  const KstaledDecision *decision)
+{
+  g_autofree gchar *command = kstaled_device_config_command (decision,
+                                                             d->status->report);
+  g_autofree gchar *reply = NULL;
+
+  if (command == NULL || agent->config->dry_run)
+    return;
+  if (virDomainQemuMonitorCommand (dom, command, &reply, 0) < 0)
+    set_domain_error (d, "kstaled-set-config failed", libvirt_error ());
+  else
+    g_message ("domain=%s: device set to scan every %u s, stale after %u "
+               "scans", d->status->name, decision->scan_seconds,
+               decision->stale_page_age);
+}
+
 static void
 apply_decision (KstaledAgent *agent, AgentDomain *d, virDomainPtr dom,
                 const KstaledDecision *decision)
@@ -376,6 +415,7 @@ poll_domain (KstaledAgent *agent, virDomainPtr dom)
     return;
 
   read_balloon_stats (dom, &input.stats);
+  read_guest_counters (d, dom, &input.counters);
   max_kib = virDomainGetMaxMemory (dom);
   if (max_kib == 0)
     set_domain_error (d, "reading the maximum memory failed",
@@ -385,7 +425,10 @@ poll_domain (KstaledAgent *agent, virDomainPtr dom)
   input.early_stale_drop = d->pending_stale_drop;
   input.now_us = g_get_monotonic_time ();
   input.rebooted = d->rebooted;
+  input.domain = d->status->name;
+  input.host = agent->host;
   kstaled_policy_decide (&dc->policy, &input, &d->policy, &decision);
+  configure_device (agent, d, dom, &decision);
   d->pending_stale_drop = 0;
   d->rebooted = FALSE;
   apply_decision (agent, d, dom, &decision);
@@ -418,6 +461,7 @@ poll_all (KstaledAgent *agent)
   gpointer key;
   int n;
 
+  kstaled_host_poll (agent->host, &agent->config->host);
   n = virConnectListAllDomains (agent->conn, &doms,
                                 VIR_CONNECT_LIST_DOMAINS_ACTIVE);
   if (n < 0)
@@ -865,6 +909,7 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
     return NULL;
   agent->context = g_main_context_new ();
   agent->loop = g_main_loop_new (agent->context, FALSE);
+  agent->host = kstaled_host_new ();
   agent->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           (GDestroyNotify) agent_domain_free);
   agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
@@ -929,6 +974,7 @@ kstaled_agent_free (KstaledAgent *agent)
   g_clear_pointer (&agent->loop, g_main_loop_unref);
   g_clear_pointer (&agent->context, g_main_context_unref);
   kstaled_config_free (agent->config);
+  kstaled_host_free (agent->host);
   g_free ((gchar *) agent->options.uri);
   g_free ((gchar *) agent->options.state_file);
   g_free (agent->config_file);
