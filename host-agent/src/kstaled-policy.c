@@ -722,16 +722,24 @@ kstaled_action_to_string (KstaledAction action)
   return action_names[action];
 }
 
+/* The index of @str in @names, or -1. */
+static int
+name_index (const char *const *names, guint n_names, const char *str)
+{
+  for (guint i = 0; i < n_names; i++)
+    if (g_strcmp0 (str, names[i]) == 0)
+      return (int) i;
+  return -1;
+}
+
 gboolean
 kstaled_action_from_string (const char *str, KstaledAction *action)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (action_names); i++)
-    if (g_strcmp0 (str, action_names[i]) == 0)
-      {
-        *action = (KstaledAction) i;
-        return TRUE;
-      }
-  return FALSE;
+  int i = name_index (action_names, G_N_ELEMENTS (action_names), str);
+
+  if (i >= 0)
+    *action = (KstaledAction) i;
+  return i >= 0;
 }
 
 const char *
@@ -744,13 +752,11 @@ kstaled_mode_to_string (KstaledPolicyMode mode)
 gboolean
 kstaled_mode_from_string (const char *str, KstaledPolicyMode *mode)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (mode_names); i++)
-    if (g_strcmp0 (str, mode_names[i]) == 0)
-      {
-        *mode = (KstaledPolicyMode) i;
-        return TRUE;
-      }
-  return FALSE;
+  int i = name_index (mode_names, G_N_ELEMENTS (mode_names), str);
+
+  if (i >= 0)
+    *mode = (KstaledPolicyMode) i;
+  return i >= 0;
 }
 
 /* How a pressure decision responds. */
