@@ -647,6 +647,77 @@ test_adaptive_cold_age (Fixture *f, gconstpointer data)
 }
 
 static void
+test_host_levels (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KstaledHost) host = kstaled_host_new ();
+  KstaledHostConfig host_config;
+  KstaledHostReading r = { .total_kib = 100 * GIB };
+
+  (void) data;
+  kstaled_host_config_init (&host_config);
+  f->input.domain = "vm";
+  f->input.host = host;
+  f->config.max_step_kib = 8 * GIB;
+  /* memory idle for 60 s (1 GiB) is what a relaxed host takes */
+  f->config.relaxed_cold_age = 60;
+
+  /* relaxed: only the long-cold memory goes */
+  r.available_kib = 50 * GIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_RELAXED);
+  g_assert_cmpuint (f->d.target_kib, ==, 5 * GIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 5 * GIB);
+
+  /* short by 5 GiB of its 20 %: the domain gives that much of the 6 GiB
+   * cold for its cold age, from its balloon as the last round saw it */
+  r.available_kib = 15 * GIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  g_assert_cmpuint (kstaled_host_lookup (host, "vm")->take_kib, ==, 5 * GIB);
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_SHORT);
+  g_assert_cmpuint (f->d.target_kib, ==, 3 * GIB);
+
+  /* critical: working set plus the critical headroom */
+  r.available_kib = 4 * GIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_CRITICAL);
+  g_assert_cmpuint (f->d.target_kib, ==, 2 * GIB + 32 * MIB);
+
+  /* growing is granted only as far as the host backs it, and the round's
+   * grants add up: 1 GiB available less the 256 MiB reserve, on a 5 GiB
+   * host (relaxed) */
+  {
+    const guint64 none[KSTALED_N_BUCKETS] = { 0 };
+
+    set_idle (f, none);
+  }
+  f->input.stats.actual = 2 * GIB;
+  f->input.stats.available = 2 * GIB;
+  f->input.stats.unused = 0;
+  r.total_kib = 5 * GIB;
+  r.available_kib = GIB + 256 * MIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  f->config.headroom_kib = 2 * GIB;
+  decide (f);
+  g_assert_cmpuint (f->d.target_kib, ==, 4 * GIB);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_cmpuint (f->d.new_kib, ==, 3 * GIB);
+  g_assert_cmpuint (f->d.wanted_kib, ==, 4 * GIB);
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOST_FULL);
+  /* an emergency too */
+  f->input.counters.has_oom_kills = TRUE;
+  decide (f);
+  f->input.counters.oom_kills = 1;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOST_FULL);
+  kstaled_host_config_clear (&host_config);
+}
+
+static void
 test_counter_reset (Fixture *f, gconstpointer data)
 {
   (void) data;
@@ -774,6 +845,7 @@ main (int argc, char **argv)
   ADD ("/policy/fault-pressure-and-holdoff", test_fault_pressure_and_holdoff);
   ADD ("/policy/emergencies", test_emergencies);
   ADD ("/policy/adaptive-cold-age", test_adaptive_cold_age);
+  ADD ("/policy/host-levels", test_host_levels);
   ADD ("/policy/counter-reset", test_counter_reset);
   ADD ("/policy/reboot", test_reboot);
   ADD ("/policy/format", test_format);
