@@ -397,6 +397,19 @@ adapt_cold_age (const KstaledPolicyConfig *config,
   state->adapt_shortfall_kib = 0;
 }
 
+/* A pressure is remembered for pressure-memory seconds, doubled for every
+ * repeat within its memory: a pressure that keeps coming back is not
+ * forgotten between two visits. */
+static gboolean
+pressure_remembered (const KstaledPolicyConfig *config,
+                     const KstaledPolicyState *state, gint64 now_us)
+{
+  return state->last_pressure_us != 0 &&
+         now_us - state->last_pressure_us <
+         ((gint64) config->pressure_memory <<
+          MIN (state->pressure_repeats, 10)) * G_USEC_PER_SEC;
+}
+
 /* The soft floor decays by 1 % of the maximum every
  * KSTALED_SOFT_FLOOR_DECAY_SECONDS, and is forgotten with the pressure. */
 static void
@@ -406,17 +419,14 @@ decay_soft_floor (const KstaledPolicyConfig *config,
 {
   gint64 period = KSTALED_SOFT_FLOOR_DECAY_SECONDS * G_USEC_PER_SEC;
 
-  if (state->soft_floor_kib == 0)
-    return;
-  if (input->now_us - state->last_pressure_us >=
-      ((gint64) config->pressure_memory << MIN (state->pressure_repeats, 10))
-      * G_USEC_PER_SEC)
+  if (!pressure_remembered (config, state, input->now_us))
     {
       state->soft_floor_kib = 0;
       state->pressure_repeats = 0;
       return;
     }
-  while (input->now_us - state->soft_floor_decay_us >= period)
+  while (state->soft_floor_kib > 0 &&
+         input->now_us - state->soft_floor_decay_us >= period)
     {
       state->soft_floor_decay_us += period;
       state->soft_floor_kib -= MIN (state->soft_floor_kib,
@@ -434,9 +444,7 @@ remember_pressure (const KstaledPolicyConfig *config,
 {
   gint64 holdoff;
 
-  if (state->last_pressure_us != 0 &&
-      input->now_us - state->last_pressure_us <
-      (gint64) config->pressure_memory * G_USEC_PER_SEC)
+  if (pressure_remembered (config, state, input->now_us))
     state->pressure_repeats = MIN (state->pressure_repeats + 1, 30);
   else
     state->pressure_repeats = 0;

@@ -553,6 +553,45 @@ test_fault_pressure_and_holdoff (Fixture *f, gconstpointer data)
 }
 
 static void
+test_pressure_memory (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 4 * GIB;
+  f->input.stats.available = 4 * GIB;
+  f->input.stats.unused = 0;
+  decide (f);
+  /* pressure coming back is a repeat while remembered, and the memory
+   * doubles with each repeat (1800, 3600, 7200 s) */
+  for (guint i = 0; i < 3; i++)
+    {
+      /* the gaps: 10 s, then 1700 and 3400 s (each under the memory
+       * of the pressure before, over the 1800 s it starts with) */
+      if (i > 0)
+        {
+          advance (f, 1700 * i - 10);
+          decide (f);
+        }
+      advance (f, 10);
+      f->input.stats.swap_in += 20 * MIB;
+      decide (f);
+      g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SWAP_IN);
+      g_assert_cmpuint (f->state.pressure_repeats, ==, i);
+      g_assert_cmpint (f->state.holdoff_until_us - f->input.now_us, ==,
+                       (gint64) (120u << i) * G_USEC_PER_SEC);
+      f->input.stats.actual = 4 * GIB;
+    }
+  /* forgotten after 7200 s without pressure: the soft floor is gone and
+   * the next pressure starts over */
+  advance (f, 7200);
+  decide (f);
+  g_assert_cmpuint (f->d.soft_floor_kib, ==, 0);
+  advance (f, 10);
+  f->input.stats.swap_in += 20 * MIB;
+  decide (f);
+  g_assert_cmpuint (f->state.pressure_repeats, ==, 0);
+}
+
+static void
 test_emergencies (Fixture *f, gconstpointer data)
 {
   (void) data;
@@ -843,6 +882,7 @@ main (int argc, char **argv)
   ADD ("/policy/warming-up", test_warming_up);
   ADD ("/policy/early-report-pressure", test_early_report_pressure);
   ADD ("/policy/fault-pressure-and-holdoff", test_fault_pressure_and_holdoff);
+  ADD ("/policy/pressure-memory", test_pressure_memory);
   ADD ("/policy/emergencies", test_emergencies);
   ADD ("/policy/adaptive-cold-age", test_adaptive_cold_age);
   ADD ("/policy/host-levels", test_host_levels);
