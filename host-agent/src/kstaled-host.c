@@ -261,16 +261,23 @@ permille_of (guint64 part, guint64 total)
   return total == 0 ? 1000 : (guint) MIN (part * 1000 / total, 1000);
 }
 
+/* A short host counts as relaxed again only KSTALED_HOST_RELAX_PERCENT
+ * above low-percent: the memory it took would otherwise go straight back
+ * to the guests, and be taken again, around the threshold. */
 static KstaledHostLevel
-classify (const KstaledHostConfig *config, const KstaledHostReading *r)
+classify (const KstaledHostConfig *config, const KstaledHostReading *r,
+          KstaledHostLevel previous)
 {
   guint free_permille = permille_of (r->available_kib, r->total_kib);
+  guint low = config->low_percent;
 
   if (free_permille < config->critical_percent * 10 ||
       (r->has_psi && config->psi_full_permille > 0 &&
        r->psi_full_permille >= config->psi_full_permille))
     return KSTALED_HOST_CRITICAL;
-  if (free_permille < config->low_percent * 10)
+  if (previous == KSTALED_HOST_SHORT || previous == KSTALED_HOST_CRITICAL)
+    low = MIN (low + KSTALED_HOST_RELAX_PERCENT, 100);
+  if (free_permille < low * 10)
     return KSTALED_HOST_SHORT;
   return KSTALED_HOST_RELAXED;
 }
@@ -287,7 +294,8 @@ kstaled_host_begin_round (KstaledHost *host, const KstaledHostConfig *config,
 
   host->config = *config;
   host->config.source = NULL;
-  host->level = reading ? classify (config, reading) : KSTALED_HOST_UNKNOWN;
+  host->level = reading ? classify (config, reading, host->level)
+                        : KSTALED_HOST_UNKNOWN;
   host->reading = reading ? *reading : (KstaledHostReading) { 0 };
   host->deflate_budget_kib = host->reading.available_kib > config->reserve_kib
                              ? host->reading.available_kib -

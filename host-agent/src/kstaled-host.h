@@ -27,6 +27,9 @@ typedef enum {
   KSTALED_HOST_CRITICAL,    /* below critical-percent, or PSI full too high */
 } KstaledHostLevel;
 
+/* Points above low-percent a short host needs to count as relaxed. */
+#define KSTALED_HOST_RELAX_PERCENT 5
+
 typedef struct {
   /* NULL: do not look at the host; "" or "/proc": /proc/meminfo and
    * /proc/pressure/memory; otherwise a cgroup v2 directory. */

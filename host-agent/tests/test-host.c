@@ -173,6 +173,19 @@ test_levels_and_grants (void)
   r.available_kib = GIB;
   kstaled_host_begin_round (host, &config, &r);
   g_assert_cmpint (kstaled_host_level (host), ==, KSTALED_HOST_SHORT);
+  /* relaxed again only 5 points above the 20 % */
+  r.available_kib = 2 * GIB + 400 * MIB;
+  kstaled_host_begin_round (host, &config, &r);
+  g_assert_cmpint (kstaled_host_level (host), ==, KSTALED_HOST_SHORT);
+  r.available_kib = 2 * GIB + 600 * MIB;
+  kstaled_host_begin_round (host, &config, &r);
+  g_assert_cmpint (kstaled_host_level (host), ==, KSTALED_HOST_RELAXED);
+  r.available_kib = 2 * GIB + 400 * MIB;
+  kstaled_host_begin_round (host, &config, &r);
+  g_assert_cmpint (kstaled_host_level (host), ==, KSTALED_HOST_RELAXED);
+  r.available_kib = GIB;
+  kstaled_host_begin_round (host, &config, &r);
+  g_assert_cmpint (kstaled_host_level (host), ==, KSTALED_HOST_SHORT);
   r.available_kib = 400 * MIB;
   kstaled_host_begin_round (host, &config, &r);
   g_assert_cmpint (kstaled_host_level (host), ==, KSTALED_HOST_CRITICAL);
