@@ -10,7 +10,9 @@
  * touched every poll do not fit for GRACE_POLLS polls in a row (before,
  * its swap absorbs them).  Traces change the regions over time.
  *
- * For each trace the policy runs every 10 s and the test asserts:
+ * A trace may put the guest on a host the arbiter sees as relaxed or
+ * critical.  For each trace the policy runs every 10 s and the test
+ * asserts:
  *   - never below the floor: the balloon never leaves the guest less than
  *     min-memory, nor, GRACE_POLLS after a change, less than its memory
  *     touched every poll; no OOM kill;
@@ -22,7 +24,8 @@
  *     with a leak), and at most the trace's max_reversals in all (2 per
  *     working set change; 3 to learn a burst every 10 minutes);
  *   - refaults: in the settled part of each phase, swap-ins stay under the
- *     0.2 %/min promotion target of the working set. */
+ *     0.2 %/min promotion target of the working set (but on a critical
+ *     host). */
 #include <string.h>
 
 #include "kstaled-policy.h"
@@ -37,6 +40,7 @@
 /* Polls a guest can live with its hot memory partly swapped out: the
  * policy sees the swap-ins one poll later and acts the poll after. */
 #define GRACE_POLLS 3
+#define KSTALED_DEFAULT_CRITICAL_PERCENT 5
 
 typedef struct {
   double size_kib;
@@ -56,6 +60,9 @@ typedef struct {
   guint n_phases;
   guint converge_polls;
   guint max_reversals;                  /* per phase */
+  /* The host arbiter sees a 64 GiB host with this much available; 0: no
+   * host arbiter. */
+  guint host_free_percent;
 } Trace;
 
 typedef struct {
@@ -183,6 +190,14 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
   Guest g = { 0 };
   guint64 actual = max_kib, stale_age_scans = 5;
   guint phase = 0;
+  g_autoptr (KstaledHost) host = kstaled_host_new ();
+  KstaledHostConfig host_config;
+  const KstaledHostReading reading = {
+    .total_kib = (guint64) (64 * GIB),
+    .available_kib = (guint64) (64 * GIB) / 100 * t->host_free_percent,
+  };
+
+  kstaled_host_config_init (&host_config);
 
   report->cgroups = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (report->cgroups, g_new0 (KstaledCgroup, 1));
@@ -205,9 +220,11 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
                  (double) stale_age_scans * report->scan_seconds);
       fill_report (&g, report);
       report->guest_scans = now / MAX (report->scan_seconds, 1);
+      kstaled_host_begin_round (host, &host_config, &reading);
 
       input = (KstaledPolicyInput) {
         .domain = t->name,
+        .host = t->host_free_percent ? host : NULL,
         .report = report,
         .max_memory_kib = max_kib,
         .now_us = (gint64) (now + 1000) * G_USEC_PER_SEC,
@@ -253,6 +270,7 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
       g_array_append_val (polls, p);
       g_assert_cmpuint (g.oom_kills, ==, 0);
     }
+  kstaled_host_config_clear (&host_config);
   return g_steal_pointer (&polls);
 }
 
@@ -323,7 +341,10 @@ check_trace (const Trace *t)
                       reversals, last->actual_kib / MIB, max_kib / MIB,
                       rate_ppm);
       g_assert_cmpuint (reversals, <=, t->max_reversals);
-      g_assert_cmpfloat (rate_ppm, <, PROMOTION_TARGET_PPM);
+      /* a critical host takes memory whatever it costs the guest */
+      if (t->host_free_percent == 0 ||
+          t->host_free_percent >= KSTALED_DEFAULT_CRITICAL_PERCENT)
+        g_assert_cmpfloat (rate_ppm, <, PROMOTION_TARGET_PPM);
       total_reversals += reversals;
     }
   g_assert_cmpuint (total_reversals, <=, t->max_reversals * t->n_phases);
@@ -337,7 +358,28 @@ static void
 test_steady (void)
 {
   static const Phase phases[] = { { 0, STEADY_REGIONS, 0 } };
-  static const Trace t = { "steady", 2 * 3600, phases, 1, 90, 2 };
+  static const Trace t = { "steady", 2 * 3600, phases, 1, 90, 2, 0 };
+
+  check_trace (&t);
+}
+
+static void
+test_relaxed_host (void)
+{
+  /* a host with half its memory free takes only what was untouched for
+   * 8 minutes: the 2 GiB never touched, not the 512 MiB touched every 5 */
+  static const Phase phases[] = { { 0, STEADY_REGIONS, 0 } };
+  static const Trace t = { "relaxed-host", 2 * 3600, phases, 1, 90, 2, 50 };
+
+  check_trace (&t);
+}
+
+static void
+test_critical_host (void)
+{
+  /* a host with 3 % free takes all but the hot memory and 32 MiB */
+  static const Phase phases[] = { { 0, STEADY_REGIONS, 0 } };
+  static const Trace t = { "critical-host", 2 * 3600, phases, 1, 90, 2, 3 };
 
   check_trace (&t);
 }
@@ -351,7 +393,7 @@ test_phase_change (void)
     { 3600, { { 1 * GIB, 0 }, { 512 * MIB, 300 }, { 2 * GIB, 5 }, { 0, 0 } },
       0 },
   };
-  static const Trace t = { "phase-change", 2 * 3600, phases, 2, 90, 2 };
+  static const Trace t = { "phase-change", 2 * 3600, phases, 2, 90, 2, 0 };
 
   check_trace (&t);
 }
@@ -364,7 +406,7 @@ test_slow_leak (void)
     { 0, { { 512 * MIB, 5 }, { 256 * MIB, 300 }, { 2 * GIB, 0 }, { 0, 0 } },
       1 * MIB },
   };
-  static const Trace t = { "slow-leak", 3 * 3600, phases, 1, 90, 2 };
+  static const Trace t = { "slow-leak", 3 * 3600, phases, 1, 90, 2, 0 };
 
   check_trace (&t);
 }
@@ -378,7 +420,7 @@ test_burst (void)
     { 0, { { 1 * GIB, 5 }, { 1 * GIB, 600 }, { 1 * GIB, 0 }, { 0, 0 } },
       0 },
   };
-  static const Trace t = { "burst", 4 * 3600, phases, 1, 240, 3 };
+  static const Trace t = { "burst", 4 * 3600, phases, 1, 240, 3, 0 };
 
   check_trace (&t);
 }
@@ -388,6 +430,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/simulator/steady", test_steady);
+  g_test_add_func ("/simulator/relaxed-host", test_relaxed_host);
+  g_test_add_func ("/simulator/critical-host", test_critical_host);
   g_test_add_func ("/simulator/phase-change", test_phase_change);
   g_test_add_func ("/simulator/slow-leak", test_slow_leak);
   g_test_add_func ("/simulator/burst", test_burst);
