@@ -244,7 +244,7 @@ read_string (GKeyFile *kf, const char *group, const char *key, gchar **out,
 }
 
 /* "meminfo": the host's /proc; "none": no host arbiter; an absolute path:
- * a cgroup v2 directory whose memory.max or memory.high is the budget. */
+ * a cgroup directory whose limit is the budget (kstaled-host.c). */
 static gboolean
 read_host_memory (GKeyFile *kf, KstaledHostConfig *host, GError **error)
 {

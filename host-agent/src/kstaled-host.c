@@ -134,7 +134,9 @@ kstaled_host_parse_pressure (const char *text, KstaledHostReading *reading,
   return TRUE;
 }
 
-/* "max" is G_MAXUINT64; otherwise bytes, returned in KiB. */
+/* "max" is G_MAXUINT64; otherwise bytes, returned in KiB.  cgroup v1
+ * writes no limit as a huge number (PAGE_COUNTER_MAX pages): a pebibyte
+ * or more is no limit too. */
 static gboolean
 cgroup_limit_kib (const char *text, guint64 *kib)
 {
@@ -148,7 +150,7 @@ cgroup_limit_kib (const char *text, guint64 *kib)
     }
   if (!g_ascii_string_to_unsigned (value, 10, 0, G_MAXUINT64, &bytes, NULL))
     return FALSE;
-  *kib = bytes / 1024;
+  *kib = bytes >= (G_GUINT64_CONSTANT (1) << 50) ? G_MAXUINT64 : bytes / 1024;
   return TRUE;
 }
 
@@ -192,6 +194,29 @@ read_small_file (const char *dir, const char *name, GError **error)
   return text;
 }
 
+/* A cgroup v2 directory (memory.max, memory.high, memory.current), or a
+ * cgroup v1 one (memory.limit_in_bytes, memory.usage_in_bytes), as hosts
+ * with the hybrid hierarchy (Debian 12 without systemd) have. */
+static gboolean
+read_cgroup (const char *dir, KstaledHostReading *reading, GError **error)
+{
+  g_autofree gchar *v2_max = g_build_filename (dir, "memory.max", NULL);
+  const gboolean v2 = g_file_test (v2_max, G_FILE_TEST_EXISTS);
+  g_autofree gchar *max = read_small_file (dir, v2 ? "memory.max"
+                                                   : "memory.limit_in_bytes",
+                                           error);
+  g_autofree gchar *high = max == NULL ? NULL
+                           : v2 ? read_small_file (dir, "memory.high", error)
+                           : g_strdup ("max");
+  g_autofree gchar *current = high == NULL ? NULL
+                              : read_small_file (dir, v2 ? "memory.current"
+                                                 : "memory.usage_in_bytes",
+                                                 error);
+
+  return current != NULL &&
+         kstaled_host_parse_cgroup (max, high, current, reading, error);
+}
+
 gboolean
 kstaled_host_read (const KstaledHostConfig *config,
                    KstaledHostReading *reading, GError **error)
@@ -210,23 +235,10 @@ kstaled_host_read (const KstaledHostConfig *config,
         return FALSE;
       pressure = read_small_file ("/proc/pressure", "memory", NULL);
     }
+  else if (!read_cgroup (config->source, reading, error))
+    return FALSE;
   else
-    {
-      g_autofree gchar *max = read_small_file (config->source, "memory.max",
-                                               error);
-      g_autofree gchar *high = max ? read_small_file (config->source,
-                                                      "memory.high", error)
-                                   : NULL;
-      g_autofree gchar *current = high ? read_small_file (config->source,
-                                                          "memory.current",
-                                                          error)
-                                       : NULL;
-
-      if (current == NULL ||
-          !kstaled_host_parse_cgroup (max, high, current, reading, error))
-        return FALSE;
-      pressure = read_small_file (config->source, "memory.pressure", NULL);
-    }
+    pressure = read_small_file (config->source, "memory.pressure", NULL);
   /* Kernels without PSI (psi=0) have no pressure file: MemAvailable alone
    * then decides. */
   if (pressure != NULL &&

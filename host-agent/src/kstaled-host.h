@@ -32,7 +32,7 @@ typedef enum {
 
 typedef struct {
   /* NULL: do not look at the host; "" or "/proc": /proc/meminfo and
-   * /proc/pressure/memory; otherwise a cgroup v2 directory. */
+   * /proc/pressure/memory; otherwise a cgroup (v2 or v1) directory. */
   gchar *source;
   guint low_percent;            /* MOM's pressure_threshold: 20 */
   guint critical_percent;       /* MOM's pressure_critical: 5 */

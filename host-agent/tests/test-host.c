@@ -147,6 +147,54 @@ test_read_cgroup_dir (void)
   kstaled_host_config_clear (&config);
 }
 
+/* The files of a cgroup directory; NULL values are removed. */
+static void
+write_cgroup (const char *dir, const char *const *names,
+              const char *const *values, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
+
+      if (values[i] != NULL)
+        g_assert_true (g_file_set_contents (path, values[i], -1, NULL));
+      else
+        g_remove (path);
+    }
+}
+
+static void
+test_read_cgroup_v1 (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("kstaled-host-XXXXXX", &error);
+  const char *names[] = { "memory.limit_in_bytes", "memory.usage_in_bytes" };
+  /* machine.slice on a cgroup v1 host: 6 GiB limit, 5 GiB used; then no
+   * limit (what v1 reads back for -1 on x86-64) */
+  const char *limited[] = { "6442450944\n", "5368709120\n" };
+  const char *unlimited[] = { "9223372036854771712\n", "5368709120\n" };
+  const char *none[] = { NULL, NULL };
+  KstaledHostConfig config;
+  KstaledHostReading r;
+
+  g_assert_no_error (error);
+  kstaled_host_config_init (&config);
+  g_free (config.source);
+  config.source = g_strdup (dir);
+  write_cgroup (dir, names, limited, 2);
+  g_assert_true (kstaled_host_read (&config, &r, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (r.total_kib, ==, 6 * GIB);
+  g_assert_cmpuint (r.available_kib, ==, GIB);
+  g_assert_false (r.has_psi);
+  write_cgroup (dir, names, unlimited, 2);
+  g_assert_false (kstaled_host_read (&config, &r, &error));
+  g_assert_nonnull (error);
+  write_cgroup (dir, names, none, 2);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+  kstaled_host_config_clear (&config);
+}
+
 static void
 test_levels_and_grants (void)
 {
@@ -271,6 +319,7 @@ main (int argc, char **argv)
   g_test_add_func ("/host/parse-pressure", test_parse_pressure);
   g_test_add_func ("/host/parse-cgroup", test_parse_cgroup);
   g_test_add_func ("/host/read-cgroup-dir", test_read_cgroup_dir);
+  g_test_add_func ("/host/read-cgroup-v1", test_read_cgroup_v1);
   g_test_add_func ("/host/levels-and-grants", test_levels_and_grants);
   g_test_add_func ("/host/allocate-shortfall", test_allocate_shortfall);
   g_test_add_func ("/host/round-records", test_round_records);
