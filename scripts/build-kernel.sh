@@ -1,26 +1,31 @@
 #!/bin/bash
 # build-kernel.sh [--without-kstaled | --driver-module] [--output FILE]
-#                 [--module-output FILE]
+#                 [--module-output FILE] [--deb-output DIR]
 # Build the guest kernel: Debian's linux-source-6.12, the project's patch
 # series (guest-kernel/patches/series, then series.driver if present), the
-# config fragment guest-kernel/kstaled.config merged onto tinyconfig, then
-# for a variant its own fragment: without-kstaled.config, or
-# driver-module.config (the virtio_kstaled driver as a module).
-# The bzImage is cached under $KSTALED_CACHE/kernel-<variant>-<hash>/,
-# keyed by the source version, the patches and the config; the path is
-# printed on stdout (and the image copied to --output FILE when given;
-# --driver-module's virtio_kstaled.ko to --module-output FILE).
+# config fragment guest-kernel/kstaled.config merged onto the kernel's own
+# "x86_64_defconfig kvm_guest.config", then for a variant its own fragment:
+# without-kstaled.config, or driver-module.config (the virtio_kstaled
+# driver as a module).  The kstaled variant is built with "make
+# bindeb-pkg", so it also yields the Debian packages a user installs in a
+# guest (linux-image-6.12.N-kstaled and its headers).
+# The outputs are cached under $KSTALED_CACHE/kernel-<variant>-<hash>/,
+# keyed by the source version, the patches and the config; the bzImage's
+# path is printed on stdout (and the image copied to --output FILE when
+# given; --driver-module's virtio_kstaled.ko to --module-output FILE; the
+# kstaled variant's .deb files into --deb-output DIR).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 variant=kstaled
-output= module_output=
+output= module_output= deb_output=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--without-kstaled) variant=no-kstaled ;;
 	--driver-module) variant=driver-module ;;
 	--output) output=${2:?--output needs a file}; shift ;;
 	--module-output) module_output=${2:?--module-output needs a file}; shift ;;
+	--deb-output) deb_output=${2:?--deb-output needs a directory}; shift ;;
 	*) die "unknown argument '$1'" ;;
 	esac
 	shift
@@ -42,6 +47,8 @@ driver-module) fragments+=("$KSTALED_TOP/guest-kernel/driver-module.config") ;;
 esac
 [ -z "$module_output" ] || [ "$variant" = driver-module ] ||
 	die "--module-output needs --driver-module"
+[ -z "$deb_output" ] || [ "$variant" = kstaled ] ||
+	die "--deb-output: only the kstaled variant is packaged"
 
 hash=$(input_hash "linux-source-6.12 $source_version" "$variant" \
 	"${patches[@]}" "${fragments[@]}" "$0")
@@ -86,23 +93,32 @@ build() {
 	export CCACHE_BASEDIR=$work KBUILD_BUILD_TIMESTAMP="2026-01-01" \
 		KBUILD_BUILD_USER=kstaled-vm KBUILD_BUILD_HOST=kstaled-vm
 	local make=(make -C "$src" O="$build" ARCH=x86_64 CC="ccache gcc" -j"$(nproc)")
-	"${make[@]}" -s tinyconfig >/dev/null
+	"${make[@]}" -s x86_64_defconfig kvm_guest.config >/dev/null
 	"$src/scripts/kconfig/merge_config.sh" -m -O "$build" "$build/.config" \
 		"${fragments[@]}" >/dev/null
 	"${make[@]}" -s olddefconfig
 	check_config "$build/.config" "${fragments[@]}"
-	local targets=(bzImage) artifacts=("$build/arch/x86/boot/bzImage" "$build/.config")
-	if [ "$variant" = driver-module ]; then
-		targets+=(modules)
-		artifacts+=("$build/drivers/virtio/virtio_kstaled.ko")
-	fi
-	log "building ${targets[*]} ($variant)"
+	local targets=(bzImage modules)
+	# bindeb-pkg builds the image and modules, then packages them; the
+	# packages are gzip-compressed, which every dpkg reads.
+	[ "$variant" = kstaled ] && targets=(bindeb-pkg KDEB_COMPRESS=gzip)
+	log "building ${targets[0]} ($variant)"
 	if ! "${make[@]}" -s "${targets[@]}" >"$work/build.log" 2>&1; then
 		tail -n 40 "$work/build.log" >&2
 		die "kernel build failed ($variant); full log: $work/build.log"
 	fi
 	mkdir -p "$out_dir.tmp"
-	cp "${artifacts[@]}" "$out_dir.tmp/"
+	cp "$build/arch/x86/boot/bzImage" "$build/.config" "$out_dir.tmp/"
+	case "$variant" in
+	driver-module) cp "$build/drivers/virtio/virtio_kstaled.ko" "$out_dir.tmp/" ;;
+	kstaled)
+		mkdir "$out_dir.tmp/deb"
+		# dpkg-buildpackage writes the packages next to the build tree.
+		cp "$work"/linux-image-*.deb "$work"/linux-headers-*.deb \
+			"$work"/linux-libc-dev_*.deb "$out_dir.tmp/deb/" ||
+			die "make bindeb-pkg did not produce the expected packages in $work"
+		;;
+	esac
 	rm -rf "$out_dir"
 	mv "$out_dir.tmp" "$out_dir"
 	log "built $out_dir/bzImage in $(($(date +%s) - start)) s"
@@ -111,4 +127,11 @@ build() {
 [ -f "$out_dir/bzImage" ] || with_lock "kernel-$variant" build
 [ -n "$output" ] && copy_output "$out_dir/bzImage" "$output"
 [ -n "$module_output" ] && copy_output "$out_dir/virtio_kstaled.ko" "$module_output"
+if [ -n "$deb_output" ]; then
+	rm -rf "$deb_output"
+	mkdir -p "$deb_output"
+	for deb in "$out_dir"/deb/*.deb; do
+		copy_output "$deb" "$deb_output/${deb##*/}"
+	done
+fi
 echo "$out_dir/bzImage"

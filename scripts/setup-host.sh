@@ -27,11 +27,12 @@ fi
 # Packages from bookworm, then those that must come from backports.
 packages=(
 	build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod
-	ccache rsync curl ca-certificates git patch dpkg-dev
+	ccache rsync curl ca-certificates git patch dpkg-dev debhelper
 	pkg-config libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev bzip2
 	python3-venv ninja-build
 	qemu-system-data seabios ipxe-qemu
 	busybox-static
+	mmdebstrap grub-pc-bin qemu-utils e2fsprogs fdisk
 	libvirt-daemon-system libvirt-clients libvirt-dev
 	libjson-c-dev jq
 	clang libclang-rt-14-dev
@@ -57,6 +58,20 @@ if [ ${#missing[@]} -gt 0 ] || [ -n "$sources_changed" ]; then
 	apt-get install -y -q --no-install-recommends -t bookworm-backports \
 		"${backports_packages[@]}" ||
 		die "apt-get install from bookworm-backports failed for: ${backports_packages[*]}"
+fi
+
+# promtool, which checks docs/monitoring/, comes from Debian's prometheus
+# package, unpacked rather than installed: its maintainer scripts would
+# set up and start a Prometheus server on the host.
+promtool_dir=${KSTALED_CACHE:-/var/cache/kstaled-vm}/prometheus
+if [ ! -x "$promtool_dir/usr/bin/promtool" ]; then
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -q prometheus) ||
+		{ rm -rf "$tmp"; die "apt-get download prometheus failed"; }
+	mkdir -p "$promtool_dir"
+	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$promtool_dir" ./usr/bin/promtool ||
+		{ rm -rf "$tmp"; die "cannot unpack promtool from $(ls "$tmp")"; }
+	rm -rf "$tmp"
 fi
 
 # libvirtd runs as root without systemd here: QEMU must run as root with

@@ -55,3 +55,19 @@ expect_failure 'KSTALED_ACCEL=kvm but /dev/kvm does not exist' \
 	"$KSTALED_TOP/tests/run-guest.sh"
 expect_failure 'KSTALED_ACCEL=kvmm: expected tcg or kvm' \
 	env KSTALED_ACCEL=kvmm "$KSTALED_TOP/tests/run-guest.sh" boot-check
+
+# The Debian image: a package download that fails, and a cache without
+# room for the image.  The kernel package is only named here: both stop
+# before it is installed.
+debs=$scratch/debs
+mkdir -p "$debs"
+: >"$debs/linux-image-6.12.0-kstaled_6.12.0-kstaled-1_amd64.deb"
+cp -r "$KSTALED_TOP/guest-image" "$tree/"
+expect_failure 'mmdebstrap failed building the Debian image' \
+	env http_proxy=http://127.0.0.1:9 bash "$tree/scripts/build-debian-image.sh" --kernel-debs "$debs"
+fetch=$(grep -m1 -E "Failed to fetch|Could not connect" "$KSTALED_CACHE/debian-image-work/mmdebstrap.log") ||
+	die "the image build's log does not name the download that failed"
+echo "ok: its log names it: $fetch"
+expect_failure 'not enough space in .*: [0-9]+ MiB free, the image build needs [0-9]+ MiB' \
+	unshare -m bash -c 'mount -t tmpfs -o size=64m none "$KSTALED_CACHE" &&
+		bash "$0" --kernel-debs "$1"' "$tree/scripts/build-debian-image.sh" "$debs"

@@ -51,7 +51,7 @@ struct _KstaledAgent {
   GHashTable *domains;          /* name -> AgentDomain */
   KstaledHost *host;            /* the host arbiter */
   KstaledMetricsServer *metrics;
-  gchar *state_error;           /* last failure writing the state file */
+  KstaledStateWriter *state_writer;
 };
 
 typedef enum {
@@ -181,25 +181,20 @@ domain_statuses (KstaledAgent *agent)
   return list;
 }
 
+static json_object *
+render_state (gpointer data)
+{
+  KstaledAgent *agent = data;
+  g_autoptr (GPtrArray) list = domain_statuses (agent);
+
+  return kstaled_status_to_json (list, agent->config, g_get_real_time ());
+}
+
 static void
 write_state (KstaledAgent *agent)
 {
-  g_autoptr (GPtrArray) list = NULL;
-  g_autoptr (GError) error = NULL;
-
-  if (agent->config->state_file[0] == '\0')
-    return;
-  list = domain_statuses (agent);
-  if (kstaled_status_write_file (agent->config->state_file, list,
-                                 agent->config->dry_run, &error))
-    {
-      g_clear_pointer (&agent->state_error, g_free);
-      return;
-    }
-  if (g_strcmp0 (agent->state_error, error->message) != 0)
-    g_warning ("cannot write the state file: %s", error->message);
-  g_free (agent->state_error);
-  agent->state_error = g_strdup (error->message);
+  kstaled_state_writer_schedule (agent->state_writer,
+                                 agent->config->state_file);
 }
 
 static gchar *
@@ -208,7 +203,7 @@ render_metrics (gpointer data)
   KstaledAgent *agent = data;
   g_autoptr (GPtrArray) list = domain_statuses (agent);
 
-  return kstaled_status_format_metrics (list);
+  return kstaled_status_format_metrics (list, agent->config);
 }
 
 /* Records a failed step of a poll, logging it when it differs from the last
@@ -878,13 +873,20 @@ on_reload_signal (gpointer data)
   /* The connection, poll timer and endpoint keep their settings. */
   if (g_strcmp0 (config->uri, agent->config->uri) != 0 ||
       config->poll_interval != agent->config->poll_interval ||
-      config->metrics_port != agent->config->metrics_port)
-    g_warning ("uri, poll-interval and metrics-port changes take effect at "
-               "the next start");
+      config->metrics_port != agent->config->metrics_port ||
+      g_strcmp0 (config->metrics_address, agent->config->metrics_address) ||
+      g_strcmp0 (config->metrics_token_file,
+                 agent->config->metrics_token_file))
+    g_warning ("uri, poll-interval and metrics-port, -address and "
+               "-token-file changes take effect at the next start");
   g_free (config->uri);
   config->uri = g_strdup (agent->config->uri);
   config->poll_interval = agent->config->poll_interval;
   config->metrics_port = agent->config->metrics_port;
+  g_free (config->metrics_address);
+  config->metrics_address = g_strdup (agent->config->metrics_address);
+  g_free (config->metrics_token_file);
+  config->metrics_token_file = g_strdup (agent->config->metrics_token_file);
   kstaled_config_free (agent->config);
   agent->config = config;
   g_message ("reloaded %s", agent->config_file);
@@ -910,6 +912,8 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
   agent->context = g_main_context_new ();
   agent->loop = g_main_loop_new (agent->context, FALSE);
   agent->host = kstaled_host_new ();
+  agent->state_writer = kstaled_state_writer_new (
+    agent->context, KSTALED_STATUS_WRITE_INTERVAL_MS, render_state, agent);
   agent->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           (GDestroyNotify) agent_domain_free);
   agent->lifecycle_id = agent->reboot_id = agent->early_report_id = -1;
@@ -935,14 +939,15 @@ kstaled_agent_run (KstaledAgent *agent, GError **error)
   if (agent->config->metrics_port > 0)
     {
       agent->metrics = kstaled_metrics_server_new (
-        (guint16) agent->config->metrics_port, render_metrics, agent, error);
+        agent->config->metrics_address, (guint16) agent->config->metrics_port,
+        agent->config->metrics_token_file, render_metrics, agent, error);
       if (agent->metrics == NULL)
         {
           ok = FALSE;
           goto out;
         }
-      g_message ("metrics at http://127.0.0.1:%u/metrics",
-                 agent->config->metrics_port);
+      g_message ("metrics at %s",
+                 kstaled_metrics_server_get_url (agent->metrics));
     }
   signals[0] = attach_source (agent, g_unix_signal_source_new (SIGINT),
                               on_quit_signal);
@@ -970,6 +975,8 @@ kstaled_agent_free (KstaledAgent *agent)
   disconnect_from_libvirt (agent);
   remove_source (agent, &agent->reconnect_source);
   g_clear_pointer (&agent->metrics, kstaled_metrics_server_free);
+  /* Its pending write renders the domains. */
+  g_clear_pointer (&agent->state_writer, kstaled_state_writer_free);
   g_clear_pointer (&agent->domains, g_hash_table_unref);
   g_clear_pointer (&agent->loop, g_main_loop_unref);
   g_clear_pointer (&agent->context, g_main_context_unref);
@@ -978,6 +985,5 @@ kstaled_agent_free (KstaledAgent *agent)
   g_free ((gchar *) agent->options.uri);
   g_free ((gchar *) agent->options.state_file);
   g_free (agent->config_file);
-  g_free (agent->state_error);
   g_free (agent);
 }

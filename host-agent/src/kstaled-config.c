@@ -17,6 +17,8 @@ kstaled_config_new (void)
   config->uri = g_strdup (KSTALED_DEFAULT_URI);
   config->poll_interval = 10;
   config->state_file = g_strdup (KSTALED_DEFAULT_STATE_FILE);
+  config->metrics_address = g_strdup (KSTALED_DEFAULT_METRICS_ADDRESS);
+  config->metrics_token_file = g_strdup ("");
   config->balloon_stats_period = 5;
   config->defaults.enabled = TRUE;
   kstaled_policy_config_init (&config->defaults.policy);
@@ -33,6 +35,8 @@ kstaled_config_free (KstaledConfig *config)
     return;
   g_free (config->uri);
   g_free (config->state_file);
+  g_free (config->metrics_address);
+  g_free (config->metrics_token_file);
   kstaled_host_config_clear (&config->host);
   g_hash_table_unref (config->domains);
   g_free (config);
@@ -135,7 +139,8 @@ static const char *const policy_keys[] = {
 };
 
 static const char *const agent_keys[] = {
-  "uri", "poll-interval", "metrics-port", "state-file", "dry-run",
+  "uri", "poll-interval", "metrics-port", "metrics-address",
+  "metrics-cgroups", "metrics-token-file", "state-file", "dry-run",
   "balloon-stats-period", "host-memory", "host-low-percent",
   "host-critical-percent", "host-psi-full-permille", "host-reserve-mib", NULL
 };
@@ -288,6 +293,13 @@ kstaled_config_load_data (const char *data, gsize len, GError **error)
                        &config->poll_interval, error) ||
           !read_guint (kf, "agent", "metrics-port", 0, 65535,
                        &config->metrics_port, error) ||
+          !read_string (kf, "agent", "metrics-address",
+                        &config->metrics_address, error) ||
+          !read_string (kf, "agent", "metrics-token-file",
+                        &config->metrics_token_file, error) ||
+          !read_guint (kf, "agent", "metrics-cgroups", 0,
+                       KSTALED_MAX_METRICS_CGROUPS, &config->metrics_cgroups,
+                       error) ||
           !read_string (kf, "agent", "state-file", &config->state_file,
                         error) ||
           !read_bool (kf, "agent", "dry-run", &config->dry_run, error) ||
@@ -303,6 +315,14 @@ kstaled_config_load_data (const char *data, gsize len, GError **error)
           !read_mib (kf, "agent", "host-reserve-mib", 0,
                      &config->host.reserve_kib, error))
         return NULL;
+      if (!g_hostname_is_ip_address (config->metrics_address))
+        {
+          g_set_error (error, G_KEY_FILE_ERROR,
+                       G_KEY_FILE_ERROR_INVALID_VALUE,
+                       "[agent] metrics-address: \"%s\" is not an IPv4 or "
+                       "IPv6 address", config->metrics_address);
+          return NULL;
+        }
     }
   /* [policy] first: the domain groups start from its values. */
   if (g_key_file_has_group (kf, "policy") &&

@@ -19,6 +19,8 @@ test_defaults (void)
   g_assert_cmpstr (c->uri, ==, "qemu:///system");
   g_assert_cmpuint (c->poll_interval, ==, 10);
   g_assert_cmpuint (c->metrics_port, ==, 0);
+  g_assert_cmpstr (c->metrics_address, ==, "127.0.0.1");
+  g_assert_cmpuint (c->metrics_cgroups, ==, 0);
   g_assert_false (c->dry_run);
   g_assert_true (c->defaults.enabled);
   g_assert_cmpint (c->defaults.policy.mode, ==, KSTALED_MODE_KSTALED);
@@ -38,6 +40,9 @@ test_overrides (void)
     "uri=qemu+ssh://host/system\n"
     "poll-interval=3\n"
     "metrics-port=9187\n"
+    "metrics-address=::1\n"
+    "metrics-cgroups=10\n"
+    "metrics-token-file=/etc/kstaled-agent/metrics-token\n"
     "dry-run=true\n"
     "state-file=\n"
     "host-memory=/sys/fs/cgroup/machine.slice\n"
@@ -60,6 +65,10 @@ test_overrides (void)
   g_assert_cmpstr (c->uri, ==, "qemu+ssh://host/system");
   g_assert_cmpuint (c->poll_interval, ==, 3);
   g_assert_cmpuint (c->metrics_port, ==, 9187);
+  g_assert_cmpstr (c->metrics_address, ==, "::1");
+  g_assert_cmpuint (c->metrics_cgroups, ==, 10);
+  g_assert_cmpstr (c->metrics_token_file, ==,
+                   "/etc/kstaled-agent/metrics-token");
   g_assert_true (c->dry_run);
   g_assert_cmpstr (c->state_file, ==, "");
   g_assert_cmpuint (c->defaults.policy.cold_age, ==, 15);
@@ -102,6 +111,9 @@ test_rejects (void)
     "[agent]\npoll-interval=10s\n",
     "[agent]\nmetrics-port=65536\n",
     "[agent]\npoll-intervall=10\n",
+    "[agent]\nmetrics-address=localhost\n",
+    "[agent]\nmetrics-address=127.0.0.1:9187\n",
+    "[agent]\nmetrics-cgroups=65\n",
     "[agent]\ndry-run=maybe\n",
     "[policy]\nidle-age=5\n",
     "[policy]\ncold-age=0\n",

@@ -27,7 +27,9 @@ agent_config() {
 		shift 2
 	fi
 	{
-		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\nhost-low-percent=100\n' \
+		# metrics-cgroups: the tests check the metrics of their
+		# guests' /work cgroup.
+		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\nmetrics-cgroups=4\nhost-low-percent=100\n' \
 			"$LIBVIRT_URI" "$agent_state"
 		printf '[policy]\nenabled=%s\n' "$all"
 		printf '%s\n' "$@"

@@ -78,12 +78,24 @@ echo "$idle settled at $actual KiB: target $target, working set $(echo "$decisio
 guest_healthy "$idle" "$idle_console"
 
 # The metrics agree with the state file, per domain and per cgroup.
-metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || die "no metrics on port $port"
-state_target=$(jq --arg d "$idle" '.domains[] | select(.name == $d) | .decision["target-kib"]' "$agent_state")
-echo "$metrics" | grep -qx "kstaled_domain_target_bytes{domain=\"$idle\"} $((state_target * 1024))" ||
-	die "metrics disagree with the state file's target $state_target KiB: $(echo "$metrics" | grep "domain=\"$idle\"" | head -20)"
+# The target moves with every poll (one a second), and the state file
+# follows within a second: a scrape must agree with the state file within
+# a few tries.
+state_target() {
+	jq --arg d "$idle" '.domains[] | select(.name == $d) | .decision["target-kib"]' "$agent_state"
+}
+for attempt in $(seq 10); do
+	metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || die "no metrics on port $port"
+	target=$(state_target)
+	! echo "$metrics" | grep -qx "kstaled_domain_target_bytes{domain=\"$idle\"} $((target * 1024))" || break
+	[ "$attempt" -lt 10 ] ||
+		die "metrics disagree with the state file's target $target KiB: $(echo "$metrics" | grep "domain=\"$idle\"" | head -20)"
+	sleep 0.3
+done
 echo "$metrics" | grep -qE "^kstaled_cgroup_idle_bytes\{domain=\"$idle\",cgroup=\"/work\",kind=\"dirty-swap\",min_scans=\"1\"\} [1-9][0-9]*$" ||
 	die "metrics lack $idle's /work idle memory: $(echo "$metrics" | grep cgroup_idle | head)"
+echo "$metrics" | grep -qE "^kstaled_domain_report_idle_bytes\{domain=\"$idle\",kind=\"dirty-swap\",min_scans=\"1\"\} [1-9][0-9]*$" ||
+	die "metrics lack $idle's idle memory summed over its cgroups: $(echo "$metrics" | grep report_idle | head)"
 echo "$metrics" | grep -x "kstaled_domain_managed{domain=\"$wake\"} 1" >/dev/null ||
 	die "metrics do not show $wake as managed"
 

@@ -30,7 +30,7 @@ jq -e --arg d "$domain" '.domains[] | select(.name == $d) | .device == "absent"'
 	"$agent_state" >/dev/null || die "state file lacks $domain as absent: $(cat "$agent_state")"
 "$ctl_bin" --state-file "$agent_state" | tee "$agent_dir/table"
 grep -qE "^$domain +absent " "$agent_dir/table" || die "kstaled-ctl does not list $domain"
-"$ctl_bin" --state-file "$agent_state" --json | jq -e '.version == 1' >/dev/null
+"$ctl_bin" --state-file "$agent_state" --json | jq -e '.version == 2' >/dev/null
 
 # As a daemon, with metrics on a free port.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
