@@ -36,24 +36,55 @@ kstaled_wait_scans() {
 	done
 }
 
-# memload_start LOG ARGS...: start memload ARGS in the background, its
-# output in LOG, and wait for its ready line; sets memload_pid.  Every
-# memload started is killed when the test exits.
-memload_pids=
-memload_start() {
-	local log=$1 tries=0
-	shift
-	memload "$@" >"$log" 2>&1 &
-	memload_pid=$!
-	memload_pids="$memload_pids $memload_pid"
-	trap 'kill $memload_pids 2>/dev/null || true' EXIT
-	until grep -q '^memload: ready' "$log"; do
-		kill -0 "$memload_pid" 2>/dev/null || fail "memload $* died: $(cat "$log")"
+# tool_start LOG TOOL ARGS...: start the guest tool TOOL with ARGS in the
+# background, its output in LOG, and wait for its "TOOL: ready" line; sets
+# tool_pid.  Every tool started is killed when the test exits.
+tool_pids=
+tool_start() {
+	local log=$1 tool=$2 tries=0
+	shift 2
+	"$tool" "$@" >"$log" 2>&1 &
+	tool_pid=$!
+	tool_pids="$tool_pids $tool_pid"
+	trap 'kill $tool_pids 2>/dev/null || true' EXIT
+	until grep -q "^$tool: ready" "$log" 2>/dev/null; do
+		kill -0 "$tool_pid" 2>/dev/null || fail "$tool $* died: $(cat "$log")"
 		tries=$((tries + 1))
-		[ "$tries" -lt 600 ] || fail "memload $* not ready after 60 s"
+		[ "$tries" -lt 600 ] || fail "$tool $* not ready after 60 s"
 		sleep 0.1
 	done
 	cat "$log"
+}
+
+# wait_scan_seconds N SECONDS: wait at most SECONDS for the host to set
+# kstaled's scan_seconds to N through the device.
+wait_scan_seconds() {
+	local knob=/sys/kernel/mm/kstaled/scan_seconds tries=0
+	until [ "$(cat $knob)" = "$1" ]; do
+		tries=$((tries + 1))
+		[ $tries -lt $(($2 * 10)) ] ||
+			fail "scan_seconds is $(cat $knob), not the host's $1, after $2 s"
+		sleep 0.1
+	done
+}
+
+# memload_start LOG ARGS...: tool_start for memload; sets memload_pid.
+memload_start() {
+	local log=$1
+	shift
+	tool_start "$log" memload "$@"
+	memload_pid=$tool_pid
+}
+
+# fragment_memory ORDER: leave the guest no free block of ORDER pages or
+# more that a kernel allocation could take (tests/guest/fragment.c), with
+# compaction, which would undo it, kept away.  Sets fragment_pid.
+fragment_memory() {
+	echo 1000 >/proc/sys/vm/extfrag_threshold
+	echo 0 >/proc/sys/vm/compaction_proactiveness
+	tool_start /tmp/fragment.log fragment "$1"
+	fragment_pid=$tool_pid
+	cat /proc/buddyinfo
 }
 
 # expect_near WHAT GOT WANT TOLERANCE: GOT within WANT +- TOLERANCE bytes.

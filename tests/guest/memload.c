@@ -7,6 +7,14 @@
  * holds is printed as one "memload: ready ..." line: tests read it as ground
  * truth for kstaled's idle page histograms.
  *
+ * --lazyfree hands the idle part to madvise(MADV_FREE) once populated: it
+ * stays resident and clean, and reclaim may drop it without I/O.
+ *
+ * --pageout hands the idle part to madvise(MADV_PAGEOUT) every period: reclaim
+ * takes its folios off the LRU and, with no swap to write them to, puts
+ * them back where they were (reclaim that isolates idle folios but cannot
+ * evict them).
+ *
  * SIGUSR1 touches the whole region once (an idle region becoming hot again);
  * SIGTERM/SIGINT end it cleanly.
  */
@@ -38,6 +46,8 @@ struct memload_options {
 	bool dirty;
 	bool lock;
 	bool thp;
+	bool lazyfree;
+	bool pageout;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -60,7 +70,8 @@ static void usage(FILE *out)
 {
 	fputs("usage: memload --size MiB [--hot MiB] [--cgroup DIR]\n"
 	      "               [--kind anon|file|shmem] [--file PATH] [--dirty]\n"
-	      "               [--period-ms N] [--mlock] [--thp]\n", out);
+	      "               [--period-ms N] [--mlock] [--thp] [--lazyfree]\n"
+	      "               [--pageout]\n", out);
 }
 
 static size_t parse_mib(const char *arg, const char *name)
@@ -99,6 +110,8 @@ static void parse_options(int argc, char **argv, struct memload_options *opts)
 		{ "period-ms", required_argument, NULL, 'p' },
 		{ "mlock", no_argument, NULL, 'l' },
 		{ "thp", no_argument, NULL, 't' },
+		{ "lazyfree", no_argument, NULL, 'z' },
+		{ "pageout", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -131,6 +144,12 @@ static void parse_options(int argc, char **argv, struct memload_options *opts)
 		case 't':
 			opts->thp = true;
 			break;
+		case 'z':
+			opts->lazyfree = true;
+			break;
+		case 'P':
+			opts->pageout = true;
+			break;
 		case 'k':
 			if (!strcmp(optarg, "anon"))
 				opts->kind = KIND_ANON;
@@ -160,6 +179,9 @@ static void parse_options(int argc, char **argv, struct memload_options *opts)
 		die("--kind file needs --file PATH on a block-backed filesystem");
 	if (opts->kind != KIND_FILE && opts->file)
 		die("--file only applies to --kind file");
+	/* MADV_FREE only applies to private anonymous memory. */
+	if (opts->lazyfree && opts->kind != KIND_ANON)
+		die("--lazyfree only applies to --kind anon");
 	/* Writing to anonymous or shmem memory is the only way to populate it. */
 	if (opts->kind != KIND_FILE)
 		opts->dirty = true;
@@ -299,13 +321,17 @@ int main(int argc, char **argv)
 	touch(region, opts.size_bytes, opts.dirty);
 	if (opts.lock && mlock(region, opts.size_bytes))
 		die("mlock of %zu MiB: %s", opts.size_bytes >> 20, strerror(errno));
+	if (opts.lazyfree &&
+	    madvise(region + opts.hot_bytes, opts.size_bytes - opts.hot_bytes,
+		    MADV_FREE))
+		die("madvise(MADV_FREE): %s", strerror(errno));
 
 	/* The hot part is the first hot_bytes from addr. */
-	printf("memload: ready pid=%d kind=%s size_bytes=%zu hot_bytes=%zu idle_bytes=%zu dirty=%d mlock=%d thp=%d period_ms=%u cgroup=%s addr=%#lx\n",
+	printf("memload: ready pid=%d kind=%s size_bytes=%zu hot_bytes=%zu idle_bytes=%zu dirty=%d mlock=%d thp=%d lazyfree=%d pageout=%d period_ms=%u cgroup=%s addr=%#lx\n",
 	       getpid(), kind_names[opts.kind], opts.size_bytes, opts.hot_bytes,
 	       opts.size_bytes - opts.hot_bytes, opts.dirty, opts.lock, opts.thp,
-	       opts.period_ms, opts.cgroup ? opts.cgroup : "-",
-	       (unsigned long)region);
+	       opts.lazyfree, opts.pageout, opts.period_ms,
+	       opts.cgroup ? opts.cgroup : "-", (unsigned long)region);
 	fflush(stdout);
 
 	while (!stop_requested) {
@@ -316,6 +342,10 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 		touch(region, opts.hot_bytes, opts.dirty);
+		if (opts.pageout &&
+		    madvise(region + opts.hot_bytes,
+			    opts.size_bytes - opts.hot_bytes, MADV_PAGEOUT))
+			die("madvise(MADV_PAGEOUT): %s", strerror(errno));
 		sleep_ms(opts.period_ms);
 	}
 	if (opts.kind == KIND_FILE)
