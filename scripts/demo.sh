@@ -47,11 +47,8 @@ uri=$LIBVIRT_URI
 poll-interval=2
 balloon-stats-period=1
 state-file=$out/state.json
-host-low-percent=100
 [policy]
-scan-seconds=1
-cold-age=15
-min-cold-age=15
+idle-age=15
 min-memory-mib=384
 pressure-holdoff=60
 reclaim-swap-backed=true
