@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kstaled-config.h"
 #include "kstaled-policy.h"
 #include "kstaled-report.h"
 #include "kstaled-status.h"
@@ -15,6 +16,7 @@ render (KstaledReport *report)
   g_autoptr (GPtrArray) domains = g_ptr_array_new_with_free_func (
     (GDestroyNotify) kstaled_domain_status_free);
   KstaledDomainStatus *s = kstaled_domain_status_new ("fuzz");
+  g_autoptr (KstaledConfig) agent_config = kstaled_config_new ();
   KstaledPolicyConfig config;
   KstaledPolicyState state = { 0 };
   KstaledPolicyInput input = {
@@ -28,6 +30,8 @@ render (KstaledReport *report)
   json_object *json;
   gchar *text;
 
+  /* the per-cgroup metrics too */
+  agent_config->metrics_cgroups = 4;
   kstaled_policy_config_init (&config);
   kstaled_policy_decide (&config, &input, &state, &s->decision);
   s->has_decision = TRUE;
@@ -35,11 +39,11 @@ render (KstaledReport *report)
   s->report = report;
   g_ptr_array_add (domains, s);
 
-  json = kstaled_status_to_json (domains, FALSE, 0);
-  text = kstaled_status_format_table (json);
+  json = kstaled_status_to_json (domains, agent_config, 0);
+  text = kstaled_status_format_table (json, 0);
   g_free (text);
   json_object_put (json);
-  text = kstaled_status_format_metrics (domains);
+  text = kstaled_status_format_metrics (domains, agent_config);
   g_free (text);
 }
 
