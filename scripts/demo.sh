@@ -23,7 +23,7 @@ agent=$build_dir/host-agent/kstaled-agent ctl=$build_dir/host-agent/kstaled-ctl
 
 domain=kstaled-demo
 mem_mib=1024 keys=51200 value_bytes=4096 hot_keys=1000
-sweep_at=120 sweep_seconds=30 samples=60 interval=2
+sweep_at=120 sweep_seconds=30 samples=110 interval=2
 out=${KSTALED_DEMO_OUTPUT:-$KSTALED_CACHE/demo/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 agent_pid=
@@ -103,6 +103,6 @@ log "the agent's view (kstaled-ctl):"
 oom=$(guest_oom_kills "$domain")
 [ -z "$oom" ] || die "the guest ran out of memory:
 $oom"
-python3 "$KSTALED_TOP/scripts/demo-plot.py" "$out/demo.csv" "$out/demo.png" $keys $hot_keys
+/usr/bin/python3 "$KSTALED_TOP/scripts/demo-plot.py" "$out/demo.csv" "$out/demo.png" $keys $hot_keys
 log "done: redis answered throughout and the guest never ran out of memory"
 log "the run over time: $out/demo.png (data: $out/demo.csv, agent log: $out/agent.log)"
