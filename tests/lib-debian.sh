@@ -14,19 +14,17 @@ debian_image() {
 }
 
 # debian_start [--without-kstaled] NAME MEMORY_MIB [VCPUS]: start a
-# transient domain from docs/kstaled-debian-domain.xml on a fresh
-# copy-on-write overlay of the image, so every boot starts from the same
-# disk; the console log path is printed.  The device starts with
-# KSTALED_SCAN_SECONDS (default 1) and KSTALED_STALE_PAGE_AGE (default 5).
+# transient domain from docs/kstaled-debian-domain.xml (fill_domain) on a
+# fresh copy-on-write overlay of the image, so every boot starts from the
+# same disk; the console log path is printed.
 debian_start() {
-	local drop_device=""
+	local device_opt=()
 	if [ "$1" = --without-kstaled ]; then
-		drop_device='/^ *<qemu:commandline>$/,/^ *<\/qemu:commandline>$/d'
+		device_opt=("$1")
 		shift
 	fi
-	local name=$1 mib=$2 vcpus=${3:-1} image emulator log disk xml
+	local name=$1 mib=$2 vcpus=${3:-1} image log disk xml
 	image=$(debian_image)
-	emulator=$(guest_qemu)
 	log=$KSTALED_CACHE/console-$name.log
 	disk=$KSTALED_CACHE/disk-$name.qcow2
 	virsh_ destroy "$name" >/dev/null 2>&1 || true
@@ -34,13 +32,8 @@ debian_start() {
 	qemu-img create -q -f qcow2 -b "$image" -F raw "$disk" ||
 		die "cannot create the overlay $disk on $image"
 	xml=$(mktemp)
-	sed -e "s|@NAME@|$name|" -e "s|@MEMORY_MIB@|$mib|g" -e "s|@VCPUS@|$vcpus|" \
-		-e "s|@CONSOLE_LOG@|$log|" -e "s|@EMULATOR@|$emulator|" \
-		-e "s|@DISK@|$disk|" \
-		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
-		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
-		${drop_device:+-e "$drop_device"} \
-		"$KSTALED_TOP/docs/kstaled-debian-domain.xml" >"$xml"
+	fill_domain kstaled-debian-domain.xml "${device_opt[@]}" "$name" "$mib" "$log" \
+		-e "s|@VCPUS@|$vcpus|" -e "s|@DISK@|$disk|" >"$xml"
 	virsh_ create "$xml" >/dev/null || { rm -f "$xml"; die "virsh create $name failed"; }
 	rm -f "$xml"
 	echo "$log"

@@ -38,31 +38,47 @@ libvirt_stop() {
 	libvirt_started_pid=
 }
 
-# domain_xml [--without-kstaled] NAME MEMORY_MIB CMDLINE CONSOLE_LOG:
-# docs/kstaled-domain.xml filled in with this build's emulator, kernel and
-# initramfs.  The kstaled device starts with KSTALED_SCAN_SECONDS (default
-# 1) and KSTALED_STALE_PAGE_AGE (default 5); --without-kstaled leaves the
-# device out.  KSTALED_BALLOON_AUTODEFLATE=on makes the balloon deflate on
-# OOM.
-domain_xml() {
-	local drop_device=""
+# fill_domain TEMPLATE [--without-kstaled] NAME MEMORY_MIB CONSOLE_LOG
+# [SED-ARG...]: docs/TEMPLATE with the placeholders every kstaled-vm domain
+# has filled in (name, memory, console, this build's emulator, the kstaled
+# device's settings), then the template's own through SED-ARG.  The
+# device starts with KSTALED_SCAN_SECONDS (default 1) and
+# KSTALED_STALE_PAGE_AGE (default 5); --without-kstaled leaves it out.
+# KSTALED_BALLOON_AUTODEFLATE=on makes the balloon deflate on OOM.
+fill_domain() {
+	local template=$1 drop_device=() emulator
+	shift
 	if [ "$1" = --without-kstaled ]; then
-		drop_device='/^ *<qemu:commandline>$/,/^ *<\/qemu:commandline>$/d'
+		drop_device=(-e '/^ *<qemu:commandline>$/,/^ *<\/qemu:commandline>$/d')
+		shift
+	fi
+	local name=$1 mib=$2 log=$3
+	shift 3
+	emulator=$(guest_qemu)
+	sed -e "s|@NAME@|$name|" -e "s|@MEMORY_MIB@|$mib|g" \
+		-e "s|@CONSOLE_LOG@|$log|" -e "s|@EMULATOR@|$emulator|" \
+		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
+		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
+		"${drop_device[@]}" \
+		${KSTALED_BALLOON_AUTODEFLATE:+-e "s|<memballoon model='virtio'>|<memballoon model='virtio' autodeflate='$KSTALED_BALLOON_AUTODEFLATE'>|"} \
+		"$@" "$KSTALED_TOP/docs/$template"
+}
+
+# domain_xml [--without-kstaled] NAME MEMORY_MIB CMDLINE CONSOLE_LOG:
+# docs/kstaled-domain.xml filled in (fill_domain) with this build's kernel
+# and initramfs and the kernel command line CMDLINE.
+domain_xml() {
+	local device_opt=()
+	if [ "$1" = --without-kstaled ]; then
+		device_opt=("$1")
 		shift
 	fi
 	# Separate assignments, so that a failing lookup stops the caller.
-	local emulator kernel initrd
-	emulator=$(guest_qemu)
+	local kernel initrd
 	kernel=$(guest_kernel)
 	initrd=$(guest_initramfs)
-	sed -e "s|@NAME@|$1|" -e "s|@MEMORY_MIB@|$2|g" -e "s|@CMDLINE@|$3|" \
-		-e "s|@CONSOLE_LOG@|$4|" -e "s|@EMULATOR@|$emulator|" \
-		-e "s|@KERNEL@|$kernel|" -e "s|@INITRD@|$initrd|" \
-		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
-		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
-		${drop_device:+-e "$drop_device"} \
-		${KSTALED_BALLOON_AUTODEFLATE:+-e "s|<memballoon model='virtio'>|<memballoon model='virtio' autodeflate='$KSTALED_BALLOON_AUTODEFLATE'>|"} \
-		"$KSTALED_TOP/docs/kstaled-domain.xml"
+	fill_domain kstaled-domain.xml "${device_opt[@]}" "$1" "$2" "$4" \
+		-e "s|@CMDLINE@|$3|" -e "s|@KERNEL@|$kernel|" -e "s|@INITRD@|$initrd|"
 }
 
 # domain_start [--without-kstaled] NAME MEMORY_MIB CMDLINE: start a
