@@ -73,6 +73,12 @@ now_ms() {
 # prints the final status.
 migrate() {
 	local status deadline=$((SECONDS + 120))
+	# QEMU opens its QMP sockets before the -incoming one: migrating
+	# before that fails at once, with nothing on the destination's stderr.
+	until [ -S "$dir/$2.migrate" ]; do
+		[ $SECONDS -lt $deadline ] || die "QEMU $2 never listened on $dir/$2.migrate"
+		sleep 0.05
+	done
 	qmp_in "$1" "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"unix:$dir/$2.migrate\"}}" >/dev/null
 	while [ $SECONDS -lt $deadline ]; do
 		status=$(qmp_in "$1" '{"execute":"query-migrate"}' | jq -r .status)
