@@ -13,9 +13,14 @@ idle=kstaled-agent-idle
 wake=kstaled-agent-wake
 trap 'agent_cleanup $?; domain_destroy $idle; domain_destroy $wake; libvirt_stop' EXIT
 libvirt_start
-agent_config --domains "$idle $wake" idle-age=5 headroom-percent=10 headroom-mib=32 \
+# The device scans every second and memory idle for 5 s is cold, so that
+# the guests shrink within the test's minutes; a stale drop of 5 % of the
+# guest (about the old 16 MiB threshold) counts as an emergency.
+agent_config --domains "$idle $wake" scan-seconds=1 cold-age=5 min-cold-age=5 \
+	headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
-	stale-drop-mib=16 pressure-holdoff=60 reclaim-swap-backed=true
+	stale-drop-mib=16 emergency-stale-drop-percent=5 pressure-holdoff=60 \
+	reclaim-swap-backed=true
 # [domain $wake] comes last: a floor of 256 MiB leaves its page cache
 # resident (and stale) while it is shrunk.
 echo "min-memory-mib=256" >>"$agent_conf"
