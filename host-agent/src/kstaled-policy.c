@@ -513,6 +513,7 @@ kstaled_decide (const KstaledPolicyConfig *config,
   KstaledReason missing_reason = KSTALED_REASON_NO_STATS;
   gboolean have_estimate;
   guint64 actual, hysteresis, grow;
+  gboolean under_way;
 
   measure_pressure (config, input, state, d, &p);
   if (!input->stats.has_actual || input->max_memory_kib == 0)
@@ -591,6 +592,10 @@ kstaled_decide (const KstaledPolicyConfig *config,
 
   hysteresis = MAX (config->hysteresis_kib,
                     percent_of (actual, config->hysteresis_percent));
+  /* A step the guest is still carrying out is not judged by what is left
+   * of it: the hysteresis would hide it and the next step would start
+   * from a balloon that has not settled. */
+  under_way = settling (state, input->now_us, actual);
   if (d->target_kib > actual)
     {
       if (d->target_kib - actual < hysteresis && actual >= d->floor_kib)
@@ -607,13 +612,13 @@ kstaled_decide (const KstaledPolicyConfig *config,
           d->reason = KSTALED_REASON_HOLDOFF;
           d->holdoff_left_us = state->holdoff_until_us - input->now_us;
         }
-      else if (actual - d->target_kib < hysteresis)
-        d->reason = KSTALED_REASON_HYSTERESIS;
-      else if (settling (state, input->now_us, actual))
+      else if (under_way)
         {
           d->reason = KSTALED_REASON_SETTLING;
           d->settle_kib = state->inflate_request_kib;
         }
+      else if (actual - d->target_kib < hysteresis)
+        d->reason = KSTALED_REASON_HYSTERESIS;
       else
         {
           d->reason = KSTALED_REASON_SHRINK;

@@ -188,6 +188,8 @@ test_shrink_in_steps (Fixture *f, gconstpointer data)
 static void
 test_settling (Fixture *f, gconstpointer data)
 {
+  guint64 hysteresis_kib;
+
   (void) data;
   f->input.stats.actual = 8 * GIB;
   decide (f);
@@ -201,6 +203,13 @@ test_settling (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
   g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
   g_assert_cmpuint (f->d.settle_kib, ==, 8 * GIB - 256 * MIB);
+
+  /* what is left of the step is no reason to forget it, however small */
+  hysteresis_kib = f->config.hysteresis_kib;
+  f->config.hysteresis_kib = 8 * GIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
+  f->config.hysteresis_kib = hysteresis_kib;
 
   /* within the slack counts as there: the next step is relative to it */
   advance (f, 1);
