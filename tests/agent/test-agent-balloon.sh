@@ -106,8 +106,15 @@ echo "$metrics" | grep -x "kstaled_domain_managed{domain=\"$wake\"} 1" >/dev/nul
 wait_for_file_line "$wake_console" '^agent-wake: touching all' 120 ||
 	die "the waking workload never touched its memory"
 agent_wait_log 1 "domain=$wake KSTALED_EARLY_REPORT" 30
+# The decision is logged after the event, maybe a poll later: wait for it,
+# then take the first one after the event (awk: grep -m1 in a pipe would
+# close it early and fail the pipeline under pipefail).
+agent_wait_log 1 "domain=$wake action=.* reason=early-report" 30
 event=$(grep -m1 "domain=$wake KSTALED_EARLY_REPORT" "$agent_log")
-decision=$(grep -A1000 -F "$event" "$agent_log" | grep -m1 "domain=$wake action=.* reason=early-report")
+decision=$(awk -v event="$event" -v pat="domain=$wake action=.* reason=early-report" \
+	'$0 == event { seen = 1; next } seen && $0 ~ pat { print; exit }' "$agent_log")
+[ -n "$decision" ] || die "no early-report decision for $wake after its event; log:
+$(tail -30 "$agent_log")"
 echo "$event"
 echo "$decision"
 echo "$decision" | grep -q "new-kib=$full " ||
