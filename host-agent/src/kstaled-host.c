@@ -154,24 +154,58 @@ cgroup_limit_kib (const char *text, guint64 *kib)
   return TRUE;
 }
 
+/* The inactive file cache of memory.stat, in KiB: v1's hierarchical
+ * "total_inactive_file" (its "inactive_file" is the cgroup's own only),
+ * or v2's "inactive_file", which is hierarchical already. */
+static gboolean
+cgroup_inactive_file_kib (const char *stat, guint64 *kib)
+{
+  g_auto (GStrv) lines = g_strsplit (stat, "\n", 0);
+  const char *value = NULL;
+  guint64 bytes;
+
+  for (guint i = 0; lines[i]; i++)
+    {
+      if (g_str_has_prefix (lines[i], "total_inactive_file "))
+        {
+          value = lines[i] + strlen ("total_inactive_file ");
+          break;
+        }
+      if (g_str_has_prefix (lines[i], "inactive_file "))
+        value = lines[i] + strlen ("inactive_file ");
+    }
+  if (value == NULL ||
+      !g_ascii_string_to_unsigned (value, 10, 0, G_MAXUINT64, &bytes, NULL))
+    return FALSE;
+  *kib = bytes / 1024;
+  return TRUE;
+}
+
 gboolean
 kstaled_host_parse_cgroup (const char *max, const char *high,
-                           const char *current, KstaledHostReading *reading,
-                           GError **error)
+                           const char *current, const char *stat,
+                           KstaledHostReading *reading, GError **error)
 {
-  guint64 max_kib, high_kib, current_kib;
+  guint64 max_kib, high_kib, current_kib, inactive_file_kib, used_kib;
 
   if (!cgroup_limit_kib (max, &max_kib) ||
       !cgroup_limit_kib (high, &high_kib) ||
       !cgroup_limit_kib (current, &current_kib) || current_kib == G_MAXUINT64)
     return parse_error (error, "memory.max, memory.high or memory.current "
                         "is not a number of bytes");
+  if (!cgroup_inactive_file_kib (stat, &inactive_file_kib))
+    return parse_error (error, "memory.stat has no inactive_file line");
   reading->total_kib = MIN (max_kib, high_kib);
   if (reading->total_kib == G_MAXUINT64 || reading->total_kib == 0)
     return parse_error (error, "the cgroup has neither memory.max nor "
                         "memory.high: it gives the VMs no budget");
-  reading->available_kib = reading->total_kib > current_kib
-                           ? reading->total_kib - current_kib : 0;
+  /* The cgroup's inactive page cache (disk images read through the host's
+   * cache, say) is reclaimed before any VM's memory and is no memory the
+   * VMs use: the "working set" of cAdvisor and the kubelet likewise. */
+  used_kib = current_kib > inactive_file_kib ? current_kib - inactive_file_kib
+                                             : 0;
+  reading->available_kib = reading->total_kib > used_kib
+                           ? reading->total_kib - used_kib : 0;
   return TRUE;
 }
 
@@ -196,7 +230,8 @@ read_small_file (const char *dir, const char *name, GError **error)
 
 /* A cgroup v2 directory (memory.max, memory.high, memory.current), or a
  * cgroup v1 one (memory.limit_in_bytes, memory.usage_in_bytes), as hosts
- * with the hybrid hierarchy (Debian 12 without systemd) have. */
+ * with the hybrid hierarchy (Debian 12 without systemd) have; memory.stat
+ * in both. */
 static gboolean
 read_cgroup (const char *dir, KstaledHostReading *reading, GError **error)
 {
@@ -212,9 +247,11 @@ read_cgroup (const char *dir, KstaledHostReading *reading, GError **error)
                               : read_small_file (dir, v2 ? "memory.current"
                                                  : "memory.usage_in_bytes",
                                                  error);
+  g_autofree gchar *stat = current == NULL ? NULL
+                           : read_small_file (dir, "memory.stat", error);
 
-  return current != NULL &&
-         kstaled_host_parse_cgroup (max, high, current, reading, error);
+  return stat != NULL &&
+         kstaled_host_parse_cgroup (max, high, current, stat, reading, error);
 }
 
 gboolean

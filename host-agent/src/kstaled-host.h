@@ -78,10 +78,11 @@ gboolean kstaled_host_parse_meminfo (const char *text,
 gboolean kstaled_host_parse_pressure (const char *text,
                                       KstaledHostReading *reading,
                                       GError **error);
-/* memory.max / memory.high ("max" or bytes) and memory.current (bytes) of
- * a cgroup; the budget is the lower of max and high. */
+/* memory.max / memory.high ("max" or bytes), memory.current (bytes) and
+ * memory.stat of a cgroup; the budget is the lower of max and high, and
+ * what the VMs use is memory.current less the inactive file cache. */
 gboolean kstaled_host_parse_cgroup (const char *max, const char *high,
-                                    const char *current,
+                                    const char *current, const char *stat,
                                     KstaledHostReading *reading,
                                     GError **error);
 /* Reads the files @config->source names. */

@@ -82,6 +82,13 @@ test_parse_pressure (void)
     "full avg10=0.00 avg60=0 avg300=0 total=0\n", &r, &error));
 }
 
+static const char no_cache[] = "anon 4096\ninactive_file 0\n";
+static const char v2_cache[] =
+  "anon 4294967296\nfile 2147483648\ninactive_file 1073741824\n";
+static const char v1_cache[] =
+  "cache 0\ninactive_file 0\ntotal_cache 2147483648\n"
+  "total_inactive_file 1073741824\n";
+
 static void
 test_parse_cgroup (void)
 {
@@ -90,21 +97,41 @@ test_parse_cgroup (void)
 
   /* machine.slice with memory.high 6 GiB below memory.max 8 GiB */
   g_assert_true (kstaled_host_parse_cgroup ("8589934592\n", "6442450944\n",
-                                            "5368709120\n", &r, &error));
+                                            "5368709120\n", no_cache, &r,
+                                            &error));
   g_assert_cmpuint (r.total_kib, ==, 6 * GIB);
   g_assert_cmpuint (r.available_kib, ==, GIB);
+  /* its 1 GiB of inactive page cache is no memory the VMs use: v2 ... */
+  g_assert_true (kstaled_host_parse_cgroup ("8589934592\n", "6442450944\n",
+                                            "5368709120\n", v2_cache, &r,
+                                            &error));
+  g_assert_cmpuint (r.available_kib, ==, 2 * GIB);
+  /* ... and v1, whose hierarchical count is total_inactive_file */
+  g_assert_true (kstaled_host_parse_cgroup ("8589934592\n", "6442450944\n",
+                                            "5368709120\n", v1_cache, &r,
+                                            &error));
+  g_assert_cmpuint (r.available_kib, ==, 2 * GIB);
   /* over budget: nothing available */
   g_assert_true (kstaled_host_parse_cgroup ("max\n", "4294967296\n",
-                                            "5368709120\n", &r, &error));
+                                            "5368709120\n", no_cache, &r,
+                                            &error));
   g_assert_cmpuint (r.available_kib, ==, 0);
   /* no limit is no budget */
-  g_assert_false (kstaled_host_parse_cgroup ("max\n", "max\n", "1024\n", &r,
-                                             &error));
+  g_assert_false (kstaled_host_parse_cgroup ("max\n", "max\n", "1024\n",
+                                             no_cache, &r, &error));
   g_clear_error (&error);
-  g_assert_false (kstaled_host_parse_cgroup ("max\n", "1024\n", "max\n", &r,
-                                             &error));
+  g_assert_false (kstaled_host_parse_cgroup ("max\n", "1024\n", "max\n",
+                                             no_cache, &r, &error));
   g_clear_error (&error);
-  g_assert_false (kstaled_host_parse_cgroup ("12k\n", "max\n", "1\n", &r,
+  g_assert_false (kstaled_host_parse_cgroup ("12k\n", "max\n", "1\n",
+                                             no_cache, &r, &error));
+  g_clear_error (&error);
+  /* a memory.stat without the cache's size is an error, not 0 */
+  g_assert_false (kstaled_host_parse_cgroup ("1024\n", "max\n", "1\n",
+                                             "anon 0\n", &r, &error));
+  g_clear_error (&error);
+  g_assert_false (kstaled_host_parse_cgroup ("1024\n", "max\n", "1\n",
+                                             "inactive_file -1\n", &r,
                                              &error));
 }
 
@@ -114,9 +141,9 @@ test_read_cgroup_dir (void)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("kstaled-host-XXXXXX", &error);
   const char *names[] = { "memory.max", "memory.high", "memory.current",
-                          "memory.pressure" };
+                          "memory.stat", "memory.pressure" };
   const char *values[] = { "4294967296\n", "max\n", "3221225472\n",
-                           pressure };
+                           no_cache, pressure };
   KstaledHostConfig config;
   KstaledHostReading r;
 
@@ -168,12 +195,15 @@ test_read_cgroup_v1 (void)
 {
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("kstaled-host-XXXXXX", &error);
-  const char *names[] = { "memory.limit_in_bytes", "memory.usage_in_bytes" };
-  /* machine.slice on a cgroup v1 host: 6 GiB limit, 5 GiB used; then no
-   * limit (what v1 reads back for -1 on x86-64) */
-  const char *limited[] = { "6442450944\n", "5368709120\n" };
-  const char *unlimited[] = { "9223372036854771712\n", "5368709120\n" };
-  const char *none[] = { NULL, NULL };
+  const char *names[] = { "memory.limit_in_bytes", "memory.usage_in_bytes",
+                          "memory.stat" };
+  /* machine.slice on a cgroup v1 host: 6 GiB limit, 5 GiB used of which
+   * 1 GiB inactive page cache; then no limit (what v1 reads back for -1
+   * on x86-64) */
+  const char *limited[] = { "6442450944\n", "5368709120\n", v1_cache };
+  const char *unlimited[] = { "9223372036854771712\n", "5368709120\n",
+                              v1_cache };
+  const char *none[] = { NULL, NULL, NULL };
   KstaledHostConfig config;
   KstaledHostReading r;
 
@@ -181,16 +211,16 @@ test_read_cgroup_v1 (void)
   kstaled_host_config_init (&config);
   g_free (config.source);
   config.source = g_strdup (dir);
-  write_cgroup (dir, names, limited, 2);
+  write_cgroup (dir, names, limited, 3);
   g_assert_true (kstaled_host_read (&config, &r, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (r.total_kib, ==, 6 * GIB);
-  g_assert_cmpuint (r.available_kib, ==, GIB);
+  g_assert_cmpuint (r.available_kib, ==, 2 * GIB);
   g_assert_false (r.has_psi);
-  write_cgroup (dir, names, unlimited, 2);
+  write_cgroup (dir, names, unlimited, 3);
   g_assert_false (kstaled_host_read (&config, &r, &error));
   g_assert_nonnull (error);
-  write_cgroup (dir, names, none, 2);
+  write_cgroup (dir, names, none, 3);
   g_assert_cmpint (g_rmdir (dir), ==, 0);
   kstaled_host_config_clear (&config);
 }
