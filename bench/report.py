@@ -4,7 +4,9 @@ DIR/bench.json, print one table per section and plot DIR/bench.png.
 
 A fragment is {"section": N, "name", "title", "columns", "rows",
 "notes"?, "plot"?: {"x", "series", "y", "ylabel"} or {"x", "y": [columns],
-"ylabel"}, ...raw figures}.
+"ylabel"}, "timeseries"?: [{"title", "ylabel", "lines": {label: [[t, v]...]},
+"styles"?: {label: matplotlib line keywords}, "y2label"?, "lines2"?: {...}}], ...raw figures}.  A section's timeseries
+panels are drawn one above the other on a shared time axis.
 Sections without a fragment keep their slot, marked "not measured".
 """
 import glob
@@ -25,6 +27,7 @@ SLOTS = {
     3: ("reaction-time", "Reaction time"),
     4: ("agent-savings", "Agent memory savings"),
     5: ("agent-cost", "Agent cost"),
+    6: ("policies", "Balloon policies side by side"),
 }
 
 
@@ -66,11 +69,40 @@ def print_table(section):
         print(f"   note: {note}")
 
 
+def plot_timeseries(ax, panel, share):
+    styles = panel.get("styles", {})
+    for label, points in panel["lines"].items():
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=label,
+                    **styles.get(label, {}))
+    ax.set_ylabel(panel["ylabel"])
+    ax.set_title(panel["title"])
+    handles, labels = ax.get_legend_handles_labels()
+    if panel.get("lines2"):
+        ax2 = ax.twinx()
+        for label, points in panel["lines2"].items():
+            ax2.plot([p[0] for p in points], [p[1] for p in points], label=label,
+                     color="grey", linestyle=":")
+        ax2.set_ylabel(panel["y2label"])
+        ax2.set_ylim(bottom=0)
+        h2, l2 = ax2.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
+    ax.legend(handles, labels, fontsize="x-small", ncol=4, loc="upper right")
+    if share is not None:
+        ax.sharex(share)
+    ax.set_xlabel("s")
+
+
 def plot(sections, path):
     plotted = [s for s in sections if "plot" in s and s.get("rows")]
-    if not plotted:
+    panels = [p for s in sections if s.get("rows") for p in s.get("timeseries", [])]
+    if not plotted and not panels:
         return False
-    fig, axes = plt.subplots(len(plotted), 1, figsize=(8, 4 * len(plotted)), squeeze=False)
+    fig, axes = plt.subplots(len(plotted) + len(panels), 1,
+                             figsize=(8, 4 * len(plotted) + 3 * len(panels)), squeeze=False)
+    for i, panel in enumerate(panels):
+        plot_timeseries(axes[len(plotted) + i, 0], panel,
+                        axes[len(plotted), 0] if i else None)
     for ax, section in zip(axes[:, 0], plotted):
         spec, columns = section["plot"], section["columns"]
         xi = columns.index(spec["x"])

@@ -47,8 +47,11 @@ uri=$LIBVIRT_URI
 poll-interval=2
 balloon-stats-period=1
 state-file=$out/state.json
+host-low-percent=100
 [policy]
-idle-age=15
+scan-seconds=1
+cold-age=15
+min-cold-age=15
 min-memory-mib=384
 pressure-holdoff=60
 reclaim-swap-backed=true

@@ -1,7 +1,7 @@
 /* libFuzzer harness for what a guest controls in the agent: the
- * query-kstaled reply and the KSTALED_EARLY_REPORT event data, and, for a
- * reply the parser accepts, the state file, table and metrics made from
- * it.  Built and run by run-fuzz.sh. */
+ * query-kstaled reply, the KSTALED_EARLY_REPORT event data and the
+ * balloon's guest-stats, and, for a reply the parser accepts, the state
+ * file, table and metrics made from it.  Built and run by run-fuzz.sh. */
 #include <stdint.h>
 #include <string.h>
 
@@ -54,6 +54,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   GError *error = NULL;
   KstaledReport *report;
+  KstaledGuestCounters counters;
   guint64 drop;
 
   report = kstaled_report_parse ((const char *) data, size, &error);
@@ -69,5 +70,15 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     }
   else
     g_assert (drop <= KSTALED_MAX_BYTES);
+
+  if (!kstaled_guest_counters_parse ((const char *) data, size, &counters,
+                                     &error))
+    {
+      g_assert (error != NULL);
+      g_clear_error (&error);
+    }
+  else
+    g_assert (counters.oom_kills <= KSTALED_MAX_COUNT &&
+              counters.alloc_stalls <= KSTALED_MAX_COUNT);
   return 0;
 }

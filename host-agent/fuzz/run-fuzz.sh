@@ -17,7 +17,8 @@ mkdir -p "$work/corpus" "$work/artifacts"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-I"$src" $(pkg-config --cflags glib-2.0 gio-2.0 json-c) \
 	"$fuzz_dir/fuzz-qmp.c" "$src/kstaled-report.c" "$src/kstaled-policy.c" \
-	"$src/kstaled-status.c" "$src/kstaled-config.c" \
+	"$src/kstaled-baselines.c" "$src/kstaled-host.c" "$src/kstaled-status.c" \
+	"$src/kstaled-config.c" \
 	$(pkg-config --libs glib-2.0 gio-2.0 json-c) -o "$work/fuzz-qmp"
 
 cp "$fuzz_dir"/corpus/* "$work/corpus/"

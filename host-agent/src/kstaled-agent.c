@@ -61,6 +61,7 @@ typedef struct {
   /* What to do. */
   gboolean read_xml;
   guint stats_period;           /* seconds; 0: leave it */
+  gchar *device_command;        /* kstaled-set-config to send, or NULL */
   KstaledDecision decision;     /* JOB_SET_BALLOON: its new_kib */
 
   /* What came of it. */
@@ -76,6 +77,8 @@ typedef struct {
   gboolean queried;
   KstaledReport *report;
   GError *report_error;
+  KstaledGuestCounters counters;
+  gboolean device_configured;
   gboolean balloon_set;
 } Job;
 
@@ -96,6 +99,7 @@ typedef struct {
   gint64 unresponsive_since_us;
   gboolean poll_again;          /* a poll was asked for during the job */
   gboolean urgent_again;
+  gchar *device_command;        /* the settings the policy wants, to send */
 } AgentDomain;
 
 struct _KstaledAgent {
@@ -119,6 +123,7 @@ struct _KstaledAgent {
   gboolean listing;             /* a JOB_LIST is in flight */
 
   GHashTable *domains;          /* name -> AgentDomain */
+  KstaledHost *host;            /* the host arbiter */
   KstaledMetricsServer *metrics;
   KstaledStateWriter *state_writer;
 };
@@ -207,6 +212,7 @@ agent_domain_free (AgentDomain *d)
   /* A job in flight finds the domain gone when it comes back. */
   clear_deadline (d);
   g_clear_pointer (&d->dom, virDomainFree);
+  g_free (d->device_command);
   kstaled_domain_status_free (d->status);
   g_free (d);
 }
@@ -385,6 +391,37 @@ read_stats (Job *job)
   virDomainStatsRecordListFree (records);
 }
 
+/* The balloon's counters libvirt 9.0 does not name; unset on failure. */
+static void
+read_guest_counters (Job *job)
+{
+  g_autofree gchar *reply = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (virDomainQemuMonitorCommand (job->dom, KSTALED_GUEST_STATS_COMMAND,
+                                   &reply, 0) < 0)
+    g_debug ("domain=%s: no balloon guest-stats: %s", job->name,
+             libvirt_error ());
+  else if (!kstaled_guest_counters_parse (reply, strlen (reply),
+                                          &job->counters, &error))
+    g_debug ("domain=%s: rejected balloon guest-stats: %s", job->name,
+             error->message);
+}
+
+/* Gives the device the scan period and stale page age the policy wanted
+ * at the domain's last decision. */
+static void
+configure_device (Job *job)
+{
+  g_autofree gchar *reply = NULL;
+
+  if (virDomainQemuMonitorCommand (job->dom, job->device_command, &reply,
+                                   0) < 0)
+    job_error (job, "kstaled-set-config failed");
+  else
+    job->device_configured = TRUE;
+}
+
 static void
 poll_domain_io (Job *job)
 {
@@ -426,6 +463,9 @@ poll_domain_io (Job *job)
   job->migrating = migrating (job);
   if (job->migrating)
     return;
+  if (job->device_command != NULL)
+    configure_device (job);
+  read_guest_counters (job);
   job->queried = TRUE;
   if (virDomainQemuMonitorCommand (job->dom, QUERY_KSTALED, &reply, 0) < 0)
     {
@@ -522,6 +562,7 @@ job_free (gpointer data)
   g_clear_pointer (&job->report, kstaled_report_free);
   g_clear_error (&job->report_error);
   g_ptr_array_unref (job->errors);
+  g_free (job->device_command);
   g_free (job->name);
   g_clear_pointer (&job->dom, virDomainFree);
   g_clear_pointer (&job->conn, virConnectClose);
@@ -721,6 +762,10 @@ finish_poll (KstaledAgent *agent, AgentDomain *d, Job *job)
 
   if (job->stats_period_set)
     d->stats_period_set = TRUE;
+  if (job->device_configured)
+    kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                        "device-config", "domain=%s: device set: %s",
+                        d->status->name, job->device_command);
   if (job->has_xml)
     {
       d->xml_read = TRUE;
@@ -751,7 +796,14 @@ finish_poll (KstaledAgent *agent, AgentDomain *d, Job *job)
   input.early_stale_drop = d->pending_stale_drop;
   input.now_us = g_get_monotonic_time ();
   input.rebooted = d->rebooted;
+  input.counters = job->counters;
+  input.domain = d->status->name;
+  input.host = agent->host;
   kstaled_policy_decide (&dc->policy, &input, &d->policy, &decision);
+  /* Sent with the next poll; dry runs change nothing. */
+  g_free (d->device_command);
+  d->device_command = agent->config->dry_run ? NULL :
+    kstaled_device_config_command (&decision, d->status->report);
   d->pending_stale_drop = 0;
   d->rebooted = FALSE;
   apply_decision (agent, d, &decision);
@@ -909,6 +961,7 @@ schedule_poll (KstaledAgent *agent, AgentDomain *d, gboolean urgent)
   job->read_xml = !d->xml_read;
   if (!d->stats_period_set && !agent->config->dry_run)
     job->stats_period = agent->config->balloon_stats_period;
+  job->device_command = g_steal_pointer (&d->device_command);
   submit_domain_job (agent, d, job);
 }
 
@@ -918,6 +971,8 @@ poll_all (KstaledAgent *agent)
   if (agent->listing)
     return;
   agent->listing = TRUE;
+  /* Read here, on the main thread, which alone owns the arbiter. */
+  kstaled_host_poll (agent->host, &agent->config->host);
   submit_job (agent, job_new (agent, JOB_LIST, NULL));
 }
 
@@ -1351,6 +1406,7 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
   /* libvirt's events run on the default context (register_libvirt_events). */
   agent->context = g_main_context_ref (g_main_context_default ());
   agent->loop = g_main_loop_new (agent->context, FALSE);
+  agent->host = kstaled_host_new ();
   agent->state_writer = kstaled_state_writer_new (
     agent->context, KSTALED_STATUS_WRITE_INTERVAL_MS, render_state, agent);
   /* Exclusive: its threads wait for jobs instead of going back to GLib's
@@ -1434,6 +1490,7 @@ kstaled_agent_free (KstaledAgent *agent)
   g_clear_pointer (&agent->loop, g_main_loop_unref);
   g_clear_pointer (&agent->context, g_main_context_unref);
   kstaled_config_free (agent->config);
+  kstaled_host_free (agent->host);
   g_free ((gchar *) agent->options.uri);
   g_free ((gchar *) agent->options.state_file);
   g_free (agent->config_file);

@@ -22,6 +22,7 @@ kstaled_config_new (void)
   config->balloon_stats_period = 5;
   config->defaults.enabled = TRUE;
   kstaled_policy_config_init (&config->defaults.policy);
+  kstaled_host_config_init (&config->host);
   config->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                            g_free);
   return config;
@@ -36,6 +37,7 @@ kstaled_config_free (KstaledConfig *config)
   g_free (config->state_file);
   g_free (config->metrics_address);
   g_free (config->metrics_token_file);
+  kstaled_host_config_clear (&config->host);
   g_hash_table_unref (config->domains);
   g_free (config);
 }
@@ -126,16 +128,43 @@ check_keys (GKeyFile *kf, const char *group, const char *const *allowed,
 }
 
 static const char *const policy_keys[] = {
-  "enabled", "idle-age", "headroom-percent", "headroom-mib", "min-memory-mib",
-  "hysteresis-mib", "hysteresis-percent", "max-step-mib", "max-report-age",
-  "stale-drop-mib", "swap-in-rate-kib", "major-fault-rate",
-  "pressure-holdoff", "reclaim-swap-backed", NULL
+  "enabled", "policy", "scan-seconds", "cold-age", "min-cold-age",
+  "max-cold-age", "relaxed-cold-age", "adapt-interval",
+  "promotion-target-ppm", "headroom-percent", "headroom-mib",
+  "critical-headroom-mib", "min-memory-mib", "shares", "hysteresis-mib",
+  "hysteresis-percent", "max-step-mib", "max-report-age", "stale-drop-mib",
+  "emergency-stale-drop-percent", "swap-in-rate-kib", "major-fault-rate",
+  "alloc-stall-rate", "shortfall-gain", "pressure-holdoff",
+  "max-pressure-holdoff", "pressure-memory", "reclaim-swap-backed", NULL
 };
 
 static const char *const agent_keys[] = {
   "uri", "poll-interval", "metrics-port", "metrics-address",
-  "metrics-cgroups", "metrics-token-file", "state-file", "dry-run", "balloon-stats-period", NULL
+  "metrics-cgroups", "metrics-token-file", "state-file", "dry-run",
+  "balloon-stats-period", "host-memory", "host-low-percent",
+  "host-critical-percent", "host-psi-full-permille", "host-reserve-mib", NULL
 };
+
+static gboolean
+read_mode (GKeyFile *kf, const char *group, KstaledPolicyMode *mode,
+           GError **error)
+{
+  g_autofree gchar *value = NULL;
+
+  if (!g_key_file_has_key (kf, group, "policy", NULL))
+    return TRUE;
+  value = g_key_file_get_string (kf, group, "policy", error);
+  if (value == NULL)
+    return FALSE;
+  if (!kstaled_mode_from_string (g_strstrip (value), mode))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "[%s] policy: \"%s\" is not kstaled, mom, proxmox or "
+                   "static", group, value);
+      return FALSE;
+    }
+  return TRUE;
+}
 
 static gboolean
 read_domain_config (GKeyFile *kf, const char *group, KstaledDomainConfig *dc,
@@ -145,11 +174,27 @@ read_domain_config (GKeyFile *kf, const char *group, KstaledDomainConfig *dc,
 
   if (!check_keys (kf, group, policy_keys, error) ||
       !read_bool (kf, group, "enabled", &dc->enabled, error) ||
-      !read_guint (kf, group, "idle-age", 1, 240, &p->idle_age, error) ||
+      !read_mode (kf, group, &p->mode, error) ||
+      !read_guint (kf, group, "scan-seconds", 1, 3600, &p->scan_seconds,
+                   error) ||
+      !read_guint (kf, group, "cold-age", 1, 86400 * 7, &p->cold_age, error) ||
+      !read_guint (kf, group, "min-cold-age", 1, 86400 * 7, &p->min_cold_age,
+                   error) ||
+      !read_guint (kf, group, "max-cold-age", 1, 86400 * 7, &p->max_cold_age,
+                   error) ||
+      !read_guint (kf, group, "relaxed-cold-age", 1, 86400 * 7,
+                   &p->relaxed_cold_age, error) ||
+      !read_guint (kf, group, "adapt-interval", 1, 86400,
+                   &p->adapt_interval, error) ||
+      !read_guint (kf, group, "promotion-target-ppm", 1, 1000000,
+                   &p->promotion_target_ppm, error) ||
       !read_guint (kf, group, "headroom-percent", 0, 1000,
                    &p->headroom_percent, error) ||
       !read_mib (kf, group, "headroom-mib", 0, &p->headroom_kib, error) ||
+      !read_mib (kf, group, "critical-headroom-mib", 0,
+                 &p->critical_headroom_kib, error) ||
       !read_mib (kf, group, "min-memory-mib", 0, &p->min_memory_kib, error) ||
+      !read_guint (kf, group, "shares", 0, 50000, &p->shares, error) ||
       !read_mib (kf, group, "hysteresis-mib", 0, &p->hysteresis_kib, error) ||
       !read_guint (kf, group, "hysteresis-percent", 0, 100,
                    &p->hysteresis_percent, error) ||
@@ -157,20 +202,31 @@ read_domain_config (GKeyFile *kf, const char *group, KstaledDomainConfig *dc,
       !read_guint (kf, group, "max-report-age", 1, 86400, &p->max_report_age,
                    error) ||
       !read_mib (kf, group, "stale-drop-mib", 0, &p->stale_drop_kib, error) ||
+      !read_guint (kf, group, "emergency-stale-drop-percent", 0, 100,
+                   &p->emergency_stale_drop_percent, error) ||
       !read_uint (kf, group, "swap-in-rate-kib", 0, MAX_MIB,
                   &p->swap_in_rate_kib, error) ||
       !read_uint (kf, group, "major-fault-rate", 0, MAX_MIB,
                   &p->major_fault_rate, error) ||
+      !read_uint (kf, group, "alloc-stall-rate", 0, MAX_MIB,
+                  &p->alloc_stall_rate, error) ||
+      !read_guint (kf, group, "shortfall-gain", 0, 1000, &p->shortfall_gain,
+                   error) ||
       !read_guint (kf, group, "pressure-holdoff", 0, 86400,
                    &p->pressure_holdoff, error) ||
+      !read_guint (kf, group, "max-pressure-holdoff", 0, 86400 * 7,
+                   &p->max_pressure_holdoff, error) ||
+      !read_guint (kf, group, "pressure-memory", 0, 86400 * 7,
+                   &p->pressure_memory, error) ||
       !read_bool (kf, group, "reclaim-swap-backed", &p->reclaim_swap_backed,
                   error))
     return FALSE;
-  if (kstaled_bucket_index (p->idle_age) < 0)
+  if (p->min_cold_age > p->cold_age || p->cold_age > p->max_cold_age)
     {
       g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "[%s] idle-age: %u is not a bucket threshold "
-                   "(1, 2, 5, 15, 30, 60, 120, 240)", group, p->idle_age);
+                   "[%s] cold-age: %u s is not within min-cold-age %u s and "
+                   "max-cold-age %u s", group, p->cold_age, p->min_cold_age,
+                   p->max_cold_age);
       return FALSE;
     }
   return TRUE;
@@ -189,6 +245,33 @@ read_string (GKeyFile *kf, const char *group, const char *key, gchar **out,
     return FALSE;
   g_free (*out);
   *out = value;
+  return TRUE;
+}
+
+/* "meminfo": the host's /proc; "none": no host arbiter; an absolute path:
+ * a cgroup directory whose limit is the budget (kstaled-host.c). */
+static gboolean
+read_host_memory (GKeyFile *kf, KstaledHostConfig *host, GError **error)
+{
+  g_autofree gchar *value = NULL;
+
+  if (!read_string (kf, "agent", "host-memory", &value, error))
+    return FALSE;
+  if (value == NULL)
+    return TRUE;
+  g_free (host->source);
+  host->source = NULL;
+  if (g_str_equal (value, "meminfo"))
+    host->source = g_strdup ("");
+  else if (g_path_is_absolute (value))
+    host->source = g_steal_pointer (&value);
+  else if (!g_str_equal (value, "none"))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "[agent] host-memory: \"%s\" is not meminfo, none or a "
+                   "cgroup directory", value);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -221,7 +304,16 @@ kstaled_config_load_data (const char *data, gsize len, GError **error)
                         error) ||
           !read_bool (kf, "agent", "dry-run", &config->dry_run, error) ||
           !read_guint (kf, "agent", "balloon-stats-period", 0, 3600,
-                       &config->balloon_stats_period, error))
+                       &config->balloon_stats_period, error) ||
+          !read_host_memory (kf, &config->host, error) ||
+          !read_guint (kf, "agent", "host-low-percent", 0, 100,
+                       &config->host.low_percent, error) ||
+          !read_guint (kf, "agent", "host-critical-percent", 0, 100,
+                       &config->host.critical_percent, error) ||
+          !read_guint (kf, "agent", "host-psi-full-permille", 0, 1000,
+                       &config->host.psi_full_permille, error) ||
+          !read_mib (kf, "agent", "host-reserve-mib", 0,
+                     &config->host.reserve_kib, error))
         return NULL;
       if (!g_hostname_is_ip_address (config->metrics_address))
         {

@@ -34,6 +34,7 @@ typedef struct {
   gchar *state_file;            /* empty: none */
   gboolean dry_run;
   guint balloon_stats_period;   /* seconds; 0: do not set it */
+  KstaledHostConfig host;
   KstaledDomainConfig defaults;
   GHashTable *domains;          /* name -> KstaledDomainConfig */
 } KstaledConfig;

@@ -503,3 +503,50 @@ kstaled_early_report_parse (const char *json, gsize len, guint64 *stale_drop,
   return get_u64 (data, "data", "stale-drop", TRUE, KSTALED_MAX_BYTES,
                   stale_drop, error);
 }
+
+/* A guest-stats counter: absent, or -1 (QEMU's "not reported", which
+ * json-c saturates), leaves it unset. */
+static gboolean
+get_guest_counter (json_object *stats, const char *key, guint64 *out,
+                   gboolean *present, GError **error)
+{
+  json_object *member;
+
+  *present = FALSE;
+  if (json_object_object_get_ex (stats, key, &member) &&
+      json_object_is_type (member, json_type_int) &&
+      json_object_get_int64 (member) == G_MAXINT64)
+    return TRUE;
+  return get_optional_u64 (stats, "return.stats", key, KSTALED_MAX_COUNT, out,
+                           present, error);
+}
+
+gboolean
+kstaled_guest_counters_parse (const char *json, gsize len,
+                              KstaledGuestCounters *counters, GError **error)
+{
+  g_autoptr (json_object) root = NULL;
+  json_object *ret, *stats;
+
+  *counters = (KstaledGuestCounters) { 0 };
+  root = parse_json (json, len, KSTALED_MAX_EVENT_LEN, 4, error);
+  if (root == NULL)
+    return FALSE;
+  if (!json_object_is_type (root, json_type_object))
+    {
+      g_set_error (error, KSTALED_REPORT_ERROR, KSTALED_REPORT_ERROR_TYPE,
+                   "reply: expected object");
+      return FALSE;
+    }
+  if (!check_qmp_error (root, error))
+    return FALSE;
+  ret = get_member (root, "reply", "return", json_type_object, TRUE, error);
+  stats = ret ? get_member (ret, "return", "stats", json_type_object, TRUE,
+                            error) : NULL;
+  return stats != NULL &&
+         get_guest_counter (stats, "stat-oom-kills", &counters->oom_kills,
+                            &counters->has_oom_kills, error) &&
+         get_guest_counter (stats, "stat-alloc-stalls",
+                            &counters->alloc_stalls,
+                            &counters->has_alloc_stalls, error);
+}

@@ -90,4 +90,22 @@ guint64 kstaled_report_idle_bytes (const KstaledReport *report, guint bucket,
 gboolean kstaled_early_report_parse (const char *json, gsize len,
                                      guint64 *stale_drop, GError **error);
 
+/* Guest counters the balloon carries on Linux 6.12 + QEMU 9.2 that libvirt
+ * 9.0 does not name. */
+typedef struct {
+  gboolean has_oom_kills, has_alloc_stalls;
+  guint64 oom_kills, alloc_stalls;
+} KstaledGuestCounters;
+
+/* The qom-get of the balloon's "guest-stats" that asks for them. */
+#define KSTALED_GUEST_STATS_COMMAND \
+  "{\"execute\":\"qom-get\",\"arguments\":{\"path\":" \
+  "\"/machine/peripheral/balloon0\",\"property\":\"guest-stats\"}}"
+
+/* Parses its reply.  A counter the guest does not send (QEMU reports -1)
+ * is left unset. */
+gboolean kstaled_guest_counters_parse (const char *json, gsize len,
+                                       KstaledGuestCounters *counters,
+                                       GError **error);
+
 G_END_DECLS

@@ -250,8 +250,11 @@ test_exclude_balloon_policy (void)
     "\"memory-usage\":104857600,"
     "\"idle-clean\":[0,0,0,0,0,0,0,0],"
     "\"idle-dirty-file\":[0,0,0,0,0,0,0,0],"
-    "\"idle-dirty-swap\":[%d,%d,%d,0,0,0,0,0]}]}}",
-    DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024);
+    "\"idle-dirty-swap\":[%d,%d,%d,%d,%d,%d,%d,%d]}]}}",
+    /* Idle in every bucket, whatever cold age the policy picks. */
+    DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024,
+    DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024,
+    DOOM_IDLE_KIB * 1024, DOOM_IDLE_KIB * 1024);
   g_autoptr (GError) error = NULL;
   g_autoptr (KstaledReport) report =
     kstaled_report_parse (reply, strlen (reply), &error);

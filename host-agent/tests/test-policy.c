@@ -39,11 +39,16 @@ fixture_setup (Fixture *f, gconstpointer data)
   (void) data;
   memset (f, 0, sizeof *f);
   kstaled_policy_config_init (&f->config);
+  /* Scans of 1 s and a fixed 5 s cold age: the buckets are plain. */
+  f->config.scan_seconds = 1;
+  f->config.cold_age = f->config.min_cold_age = 5;
+  f->config.max_cold_age = 240;
   f->config.headroom_percent = 0;
   f->config.headroom_kib = 0;
   f->report = g_new0 (KstaledReport, 1);
   f->report->cgroups = g_ptr_array_new_with_free_func (g_free);
   f->report->has_report = TRUE;
+  f->report->scan_seconds = 1;
   f->report->guest_scans = 100;
   f->report->report_age_ms = 500;
   g_ptr_array_add (f->report->cgroups, cg);
@@ -103,14 +108,55 @@ test_estimate (Fixture *f, gconstpointer data)
 }
 
 static void
-test_idle_age_selects_bucket (Fixture *f, gconstpointer data)
+test_cold_age_selects_bucket (Fixture *f, gconstpointer data)
 {
   (void) data;
-  f->config.idle_age = 30;
+  f->config.cold_age = 30;
   decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 30);
   g_assert_cmpuint (f->d.idle_kib, ==, 2 * GIB);
   g_assert_cmpuint (f->d.working_set_kib, ==, 4 * GIB);
+  /* the device scanning every 2 s: 30 s is 15 scans */
+  f->report->scan_seconds = 2;
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age_scans, ==, 15);
+  g_assert_cmpuint (f->d.idle_kib, ==, 3 * GIB);
+  /* an age between buckets takes the older one */
+  memset (&f->state, 0, sizeof f->state);
+  f->config.cold_age = 20;
+  f->report->scan_seconds = 1;
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 30);
+  g_assert_cmpuint (kstaled_cold_bucket (120, 4), ==, 4);
+  g_assert_cmpuint (kstaled_cold_bucket (121, 4), ==, 5);
+  g_assert_cmpuint (kstaled_cold_bucket (100000, 4), ==, KSTALED_N_BUCKETS - 1);
 }
+
+static void
+test_device_config (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *command = NULL;
+
+  (void) data;
+  f->config.scan_seconds = 4;
+  f->config.cold_age = 120;
+  f->config.max_cold_age = 960;
+  decide (f);
+  g_assert_cmpuint (f->d.scan_seconds, ==, 4);
+  g_assert_cmpuint (f->d.stale_page_age, ==, 30);
+  command = kstaled_device_config_command (&f->d, f->report);
+  g_assert_cmpstr (command, ==, "{\"execute\":\"kstaled-set-config\","
+                   "\"arguments\":{\"scan-seconds\":4,\"stale-page-age\":30}}");
+  f->report->scan_seconds = 4;
+  f->report->stale_page_age = 30;
+  g_assert_null (kstaled_device_config_command (&f->d, f->report));
+  /* the baselines leave the device alone */
+  f->config.mode = KSTALED_MODE_MOM;
+  f->report->scan_seconds = 1;
+  decide (f);
+  g_assert_null (kstaled_device_config_command (&f->d, f->report));
+}
+
 
 static void
 test_shrink_in_steps (Fixture *f, gconstpointer data)
@@ -142,6 +188,8 @@ test_shrink_in_steps (Fixture *f, gconstpointer data)
 static void
 test_settling (Fixture *f, gconstpointer data)
 {
+  guint64 hysteresis_kib;
+
   (void) data;
   f->input.stats.actual = 8 * GIB;
   decide (f);
@@ -155,6 +203,13 @@ test_settling (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
   g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
   g_assert_cmpuint (f->d.settle_kib, ==, 8 * GIB - 256 * MIB);
+
+  /* what is left of the step is no reason to forget it, however small */
+  hysteresis_kib = f->config.hysteresis_kib;
+  f->config.hysteresis_kib = 8 * GIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
+  f->config.hysteresis_kib = hysteresis_kib;
 
   /* within the slack counts as there: the next step is relative to it */
   advance (f, 1);
@@ -174,6 +229,7 @@ test_settling (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 556 * MIB);
 
   /* pressure forgets the step under way */
+  f->input.stats.unused = 0;
   f->input.early_stale_drop = 64 * MIB * BYTES_PER_KIB;
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_EARLY_REPORT);
@@ -404,21 +460,52 @@ test_early_report_pressure (Fixture *f, gconstpointer data)
 {
   (void) data;
   f->input.stats.actual = 3 * GIB;
+  f->input.stats.available = 3 * GIB;
+  f->input.stats.unused = 0;
   f->input.early_stale_drop = 63 * MIB * BYTES_PER_KIB;
   decide (f);
   g_assert_cmpint (f->d.reason, !=, KSTALED_REASON_EARLY_REPORT);
 
+  /* grow by twice the shortfall (headroom is 0 here), not to the maximum */
+  memset (&f->state, 0, sizeof f->state);
   f->input.early_stale_drop = 64 * MIB * BYTES_PER_KIB;
   decide (f);
   g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_EARLY_REPORT);
-  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+  g_assert_false (f->d.emergency);
+  g_assert_cmpuint (f->d.shortfall_kib, ==, 64 * MIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 3 * GIB + 128 * MIB);
+  /* it needed at least what it had and what it lacked */
+  g_assert_cmpuint (f->d.soft_floor_kib, ==, 3 * GIB + 64 * MIB);
 
-  /* pressure also acts without a report */
+  /* pressure also acts without a report, with the fixed headroom */
+  f->config.headroom_kib = 10 * MIB;
   f->input.report = NULL;
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_EARLY_REPORT);
+  g_assert_cmpuint (f->d.new_kib, ==, 3 * GIB + 138 * MIB);
+
+  /* a quarter of the guest going stale at once is an emergency */
+  f->input.early_stale_drop = 768 * MIB * BYTES_PER_KIB;
+  decide (f);
+  g_assert_true (f->d.emergency);
   g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+
+  /* a guest with the free memory to take it in is not short */
+  f->input.early_stale_drop = 64 * MIB * BYTES_PER_KIB;
+  f->input.stats.unused = 64 * MIB + 10 * MIB;
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  g_assert_cmpuint (f->d.shortfall_kib, ==, 64 * MIB);
+  f->input.stats.unused = 64 * MIB + 10 * MIB - 1;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_EARLY_REPORT);
+
+  /* nothing to grow at the maximum */
+  f->input.stats.actual = 8 * GIB;
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_NO_REPORT);
 }
 
 static void
@@ -426,6 +513,9 @@ test_fault_pressure_and_holdoff (Fixture *f, gconstpointer data)
 {
   (void) data;
   f->input.stats.actual = 4 * GIB;
+  f->input.stats.available = 4 * GIB;
+  f->input.stats.unused = 0;
+  f->config.headroom_percent = 0;
   decide (f);                   /* first sample: no rate yet */
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
 
@@ -436,30 +526,243 @@ test_fault_pressure_and_holdoff (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->d.major_fault_rate, ==, 99);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
 
+  /* 100/s: grow by twice the 1000 faults' 4 KiB pages */
   advance (f, 10);
   f->input.stats.major_fault += 1000;
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_MAJOR_FAULTS);
   g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
-  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 4 * GIB + 2 * 1000 * KSTALED_FAULT_KIB);
 
-  /* once deflated, the hold-off stops shrinking for 120 s */
-  f->input.stats.actual = 8 * GIB;
+  /* once grown, the hold-off stops shrinking for 120 s... */
+  f->input.stats.actual = f->d.new_kib;
   advance (f, 60);
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOLDOFF);
   g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
-
+  /* ...and the soft floor (what it had and lacked, less 1 % of the
+   * maximum per 2 minutes) holds the target up */
+  g_assert_cmpuint (f->d.floor_kib, ==, 4 * GIB + 1000 * KSTALED_FAULT_KIB);
   advance (f, 61);
   decide (f);
-  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpuint (f->d.floor_kib, ==, 4 * GIB + 1000 * KSTALED_FAULT_KIB
+                    - 8 * GIB / 100);
+  g_assert_cmpuint (f->d.target_kib, ==, f->d.floor_kib);
 
-  /* swap-in: 2 MiB/s */
+  /* swap-in: 2 MiB/s, again within the pressure memory: twice the hold-off */
   advance (f, 10);
   f->input.stats.swap_in += 20 * MIB;
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SWAP_IN);
   g_assert_cmpuint (f->d.swap_in_rate_kib, ==, 2 * MIB);
+  g_assert_cmpuint (f->d.new_kib, ==, f->d.actual_kib + 40 * MIB);
+  g_assert_cmpuint (f->state.pressure_repeats, ==, 1);
+  g_assert_cmpint (f->state.holdoff_until_us, ==,
+                   f->input.now_us + 240 * G_USEC_PER_SEC);
+}
+
+static void
+test_pressure_memory (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 4 * GIB;
+  f->input.stats.available = 4 * GIB;
+  f->input.stats.unused = 0;
+  decide (f);
+  /* pressure coming back is a repeat while remembered, and the memory
+   * doubles with each repeat (1800, 3600, 7200 s) */
+  for (guint i = 0; i < 3; i++)
+    {
+      /* the gaps: 10 s, then 1700 and 3400 s (each under the memory
+       * of the pressure before, over the 1800 s it starts with) */
+      if (i > 0)
+        {
+          advance (f, 1700 * i - 10);
+          decide (f);
+        }
+      advance (f, 10);
+      f->input.stats.swap_in += 20 * MIB;
+      decide (f);
+      g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SWAP_IN);
+      g_assert_cmpuint (f->state.pressure_repeats, ==, i);
+      g_assert_cmpint (f->state.holdoff_until_us - f->input.now_us, ==,
+                       (gint64) (120u << i) * G_USEC_PER_SEC);
+      f->input.stats.actual = 4 * GIB;
+    }
+  /* forgotten after 7200 s without pressure: the soft floor is gone and
+   * the next pressure starts over */
+  advance (f, 7200);
+  decide (f);
+  g_assert_cmpuint (f->d.soft_floor_kib, ==, 0);
+  advance (f, 10);
+  f->input.stats.swap_in += 20 * MIB;
+  decide (f);
+  g_assert_cmpuint (f->state.pressure_repeats, ==, 0);
+}
+
+static void
+test_emergencies (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 4 * GIB;
+  f->input.counters = (KstaledGuestCounters) {
+    .has_oom_kills = TRUE, .has_alloc_stalls = TRUE,
+  };
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+
+  /* stalls while the balloon inflates are the balloon driver's own */
+  advance (f, 1);
+  f->input.counters.alloc_stalls += 1000;
+  decide (f);
+  g_assert_cmpint (f->d.action, !=, KSTALED_ACTION_DEFLATE);
+
+  /* at rest, 50 stalls a second are an emergency */
+  f->state.inflate_request_kib = 0;
+  advance (f, 2);
+  f->input.counters.alloc_stalls += 100;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_ALLOC_STALLS);
+  g_assert_true (f->d.emergency);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+
+  /* so is an OOM kill */
+  advance (f, 1);
+  f->input.counters.oom_kills++;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_OOM_KILL);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+
+  /* a guest that stops sending the counter and starts again from 0 does
+   * not make one */
+  advance (f, 1);
+  f->input.counters.has_oom_kills = FALSE;
+  decide (f);
+  f->input.counters.has_oom_kills = TRUE;
+  f->input.counters.oom_kills = 0;
+  advance (f, 1);
+  decide (f);
+  g_assert_cmpint (f->d.reason, !=, KSTALED_REASON_OOM_KILL);
+}
+
+static void
+test_adaptive_cold_age (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->config.cold_age = 30;
+  f->config.adapt_interval = 300;
+  f->input.stats.actual = 4 * GIB;
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 30);
+
+  /* a calm interval: one bucket younger */
+  advance (f, 300);
+  decide (f);
+  advance (f, 1);
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 15);
+
+  /* promotions over twice 0.2 %/min of the 3 GiB working set (at 15 s):
+   * 5 minutes at 0.5 %/min are about 77 MiB; under the pressure rate */
+  for (int i = 0; i < 30; i++)
+    {
+      advance (f, 10);
+      f->input.stats.swap_in += 77 * MIB / 30;
+      decide (f);
+      g_assert_cmpint (f->d.reason, !=, KSTALED_REASON_SWAP_IN);
+    }
+  advance (f, 1);
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 30);
+
+  /* pressure (no free memory to take the swap-ins in): at once one
+   * bucket older, up to the maximum */
+  f->config.max_cold_age = 60;
+  f->input.stats.unused = 0;
+  advance (f, 10);
+  f->input.stats.swap_in += 100 * MIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SWAP_IN);
+  advance (f, 10);
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 60);
+  f->input.stats.swap_in += 100 * MIB;
+  advance (f, 10);
+  decide (f);
+  advance (f, 10);
+  decide (f);
+  g_assert_cmpuint (f->d.cold_age, ==, 60);
+}
+
+static void
+test_host_levels (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KstaledHost) host = kstaled_host_new ();
+  KstaledHostConfig host_config;
+  KstaledHostReading r = { .total_kib = 100 * GIB };
+
+  (void) data;
+  kstaled_host_config_init (&host_config);
+  f->input.domain = "vm";
+  f->input.host = host;
+  f->config.max_step_kib = 8 * GIB;
+  /* memory idle for 60 s (1 GiB) is what a relaxed host takes */
+  f->config.relaxed_cold_age = 60;
+
+  /* relaxed: only the long-cold memory goes */
+  r.available_kib = 50 * GIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_RELAXED);
+  g_assert_cmpuint (f->d.target_kib, ==, 5 * GIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 5 * GIB);
+
+  /* short by 5 GiB of its 20 %: the domain gives that much of the 6 GiB
+   * cold for its cold age, from its balloon as the last round saw it */
+  r.available_kib = 15 * GIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  g_assert_cmpuint (kstaled_host_lookup (host, "vm")->take_kib, ==, 5 * GIB);
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_SHORT);
+  g_assert_cmpuint (f->d.target_kib, ==, 3 * GIB);
+
+  /* critical: working set plus the critical headroom */
+  r.available_kib = 4 * GIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_CRITICAL);
+  g_assert_cmpuint (f->d.target_kib, ==, 2 * GIB + 32 * MIB);
+
+  /* growing is granted only as far as the host backs it, and the round's
+   * grants add up: 1 GiB available less the 256 MiB reserve, on a 5 GiB
+   * host (relaxed) */
+  {
+    const guint64 none[KSTALED_N_BUCKETS] = { 0 };
+
+    set_idle (f, none);
+  }
+  f->input.stats.actual = 2 * GIB;
+  f->input.stats.available = 2 * GIB;
+  f->input.stats.unused = 0;
+  r.total_kib = 5 * GIB;
+  r.available_kib = GIB + 256 * MIB;
+  kstaled_host_begin_round (host, &host_config, &r);
+  f->config.headroom_kib = 2 * GIB;
+  decide (f);
+  g_assert_cmpuint (f->d.target_kib, ==, 4 * GIB);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_cmpuint (f->d.new_kib, ==, 3 * GIB);
+  g_assert_cmpuint (f->d.wanted_kib, ==, 4 * GIB);
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOST_FULL);
+  /* an emergency too */
+  f->input.counters.has_oom_kills = TRUE;
+  decide (f);
+  f->input.counters.oom_kills = 1;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOST_FULL);
+  kstaled_host_config_clear (&host_config);
 }
 
 static void
@@ -539,7 +842,7 @@ test_format (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (line, ": shrinking by 256 MiB toward the target"));
   g_assert_null (strchr (line, '\n'));
 
-  for (KstaledReason r = KSTALED_REASON_NO_STATS; r <= KSTALED_REASON_SHRINK;
+  for (KstaledReason r = KSTALED_REASON_NO_STATS; r <= KSTALED_REASON_STATIC;
        r++)
     {
       g_autofree gchar *l = NULL;
@@ -572,7 +875,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   ADD ("/policy/estimate", test_estimate);
-  ADD ("/policy/idle-age-selects-bucket", test_idle_age_selects_bucket);
+  ADD ("/policy/cold-age-selects-bucket", test_cold_age_selects_bucket);
+  ADD ("/policy/device-config", test_device_config);
   ADD ("/policy/shrink-in-steps", test_shrink_in_steps);
   ADD ("/policy/settling", test_settling);
   ADD ("/policy/hysteresis", test_hysteresis);
@@ -587,6 +891,10 @@ main (int argc, char **argv)
   ADD ("/policy/warming-up", test_warming_up);
   ADD ("/policy/early-report-pressure", test_early_report_pressure);
   ADD ("/policy/fault-pressure-and-holdoff", test_fault_pressure_and_holdoff);
+  ADD ("/policy/pressure-memory", test_pressure_memory);
+  ADD ("/policy/emergencies", test_emergencies);
+  ADD ("/policy/adaptive-cold-age", test_adaptive_cold_age);
+  ADD ("/policy/host-levels", test_host_levels);
   ADD ("/policy/counter-reset", test_counter_reset);
   ADD ("/policy/reboot", test_reboot);
   ADD ("/policy/format", test_format);

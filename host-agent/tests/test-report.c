@@ -348,6 +348,63 @@ test_buckets (void)
   g_assert_cmpint (kstaled_bucket_index (0), ==, -1);
 }
 
+/* qom-get of the balloon's guest-stats, recorded from QEMU 10.0 with a
+ * 6.12 guest under libvirt 9.0, while the agent inflated its balloon; and
+ * from the same guest before its statistics period was set, when every
+ * counter is -1 (2^64 - 1). */
+static void
+test_guest_counters (void)
+{
+  static const char reply[] =
+    "{\"return\":{\"stats\":{\"stat-htlb-pgalloc\":0,"
+    "\"stat-swap-out\":248217600,\"stat-alloc-stalls\":350,"
+    "\"stat-available-memory\":4096,\"stat-direct-reclaims\":64450560,"
+    "\"stat-direct-scans\":267345920,\"stat-htlb-pgfail\":0,"
+    "\"stat-free-memory\":5570560,\"stat-minor-faults\":154575,"
+    "\"stat-major-faults\":0,\"stat-total-memory\":102850560,"
+    "\"stat-oom-kills\":0,\"stat-async-reclaims\":183771136,"
+    "\"stat-swap-in\":0,\"stat-async-scans\":338206720,"
+    "\"stat-disk-caches\":2633728},\"last-update\":1796403840},"
+    "\"id\":\"libvirt-577\"}";
+  static const char old_guest[] =
+    "{\"return\":{\"stats\":{\"stat-htlb-pgalloc\":18446744073709551615,"
+    "\"stat-alloc-stalls\":18446744073709551615,"
+    "\"stat-oom-kills\":18446744073709551615,"
+    "\"stat-swap-in\":18446744073709551615},\"last-update\":0},"
+    "\"id\":\"libvirt-482\"}";
+  const char *bad[] = {
+    "{\"return\": {\"last-update\": 0}}",
+    "{\"return\": {\"stats\": {\"stat-oom-kills\": -3}}}",
+    "{\"return\": {\"stats\": {\"stat-oom-kills\": 1.5}}}",
+    "{\"return\": {\"stats\": {\"stat-alloc-stalls\": \"7\"}}}",
+    "{\"error\": {\"class\": \"GenericError\", \"desc\": \"no balloon\"}}",
+    "[]",
+  };
+  KstaledGuestCounters c;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (kstaled_guest_counters_parse (reply, strlen (reply), &c,
+                                               &error));
+  g_assert_no_error (error);
+  g_assert_true (c.has_oom_kills && c.has_alloc_stalls);
+  g_assert_cmpuint (c.oom_kills, ==, 0);
+  g_assert_cmpuint (c.alloc_stalls, ==, 350);
+
+  g_assert_true (kstaled_guest_counters_parse (old_guest, strlen (old_guest),
+                                               &c, &error));
+  g_assert_false (c.has_oom_kills);
+  g_assert_false (c.has_alloc_stalls);
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_clear_error (&error);
+      g_assert_false (kstaled_guest_counters_parse (bad[i], strlen (bad[i]),
+                                                    &c, &error));
+      g_assert_nonnull (error);
+      g_test_message ("%s", error->message);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -367,5 +424,6 @@ main (int argc, char **argv)
   g_test_add_func ("/report/hostile-strings", test_hostile_strings);
   g_test_add_func ("/report/early-report", test_early_report);
   g_test_add_func ("/report/buckets", test_buckets);
+  g_test_add_func ("/report/guest-counters", test_guest_counters);
   return g_test_run ();
 }

@@ -51,6 +51,9 @@ fixture_setup (Fixture *f, gconstpointer data)
   kstaled_policy_config_init (&config);
   config.min_memory_kib = 128 * 1024;
   config.headroom_kib = 0;
+  /* the report's 1 s scans, and a cold age of 5 of them */
+  config.scan_seconds = 1;
+  config.cold_age = config.min_cold_age = 5;
   input = (KstaledPolicyInput) {
     .report = managed->report,
     .max_memory_kib = 512 * 1024,

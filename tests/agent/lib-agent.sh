@@ -16,7 +16,10 @@ agent_pid=
 # agent_config [--domains LIST] [KEY=VALUE...]: a configuration that
 # polls every second; the KEY=VALUE lines go to [policy].  With --domains
 # only the domains in the space-separated LIST are managed: libvirtd is
-# shared, and other tests' guests are not a test's to balloon.
+# shared, and other tests' guests are not a test's to balloon.  The test
+# host has memory to spare, which would leave the guests their memory
+# cold for less than host-relaxed-cold-age: host-low-percent=100 makes the
+# host arbiter (reading the real /proc/meminfo) count it as short.
 agent_config() {
 	local domains="" all=true d
 	if [ "${1:-}" = --domains ]; then
@@ -26,7 +29,7 @@ agent_config() {
 	{
 		# metrics-cgroups: the tests check the metrics of their
 		# guests' /work cgroup.
-		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\nmetrics-cgroups=4\n' \
+		printf '[agent]\nuri=%s\npoll-interval=1\nballoon-stats-period=1\nstate-file=%s\nmetrics-cgroups=4\nhost-low-percent=100\n' \
 			"$LIBVIRT_URI" "$agent_state"
 		printf '[policy]\nenabled=%s\n' "$all"
 		printf '%s\n' "$@"

@@ -13,9 +13,14 @@ idle=kstaled-agent-idle
 wake=kstaled-agent-wake
 trap 'agent_cleanup $?; domain_destroy $idle; domain_destroy $wake; libvirt_stop' EXIT
 libvirt_start
-agent_config --domains "$idle $wake" idle-age=5 headroom-percent=10 headroom-mib=32 \
+# The device scans every second and memory idle for 5 s is cold, so that
+# the guests shrink within the test's minutes; a stale drop of 5 % of the
+# guest (about the old 16 MiB threshold) counts as an emergency.
+agent_config --domains "$idle $wake" scan-seconds=1 cold-age=5 min-cold-age=5 \
+	headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
-	stale-drop-mib=16 pressure-holdoff=60 reclaim-swap-backed=true
+	stale-drop-mib=16 emergency-stale-drop-percent=5 pressure-holdoff=60 \
+	reclaim-swap-backed=true
 # [domain $wake] comes last: a floor of 256 MiB leaves its page cache
 # resident (and stale) while it is shrunk.
 echo "min-memory-mib=256" >>"$agent_conf"
@@ -101,8 +106,15 @@ echo "$metrics" | grep -x "kstaled_domain_managed{domain=\"$wake\"} 1" >/dev/nul
 wait_for_file_line "$wake_console" '^agent-wake: touching all' 120 ||
 	die "the waking workload never touched its memory"
 agent_wait_log 1 "domain=$wake KSTALED_EARLY_REPORT" 30
+# The decision is logged after the event, maybe a poll later: wait for it,
+# then take the first one after the event (awk: grep -m1 in a pipe would
+# close it early and fail the pipeline under pipefail).
+agent_wait_log 1 "domain=$wake action=.* reason=early-report" 30
 event=$(grep -m1 "domain=$wake KSTALED_EARLY_REPORT" "$agent_log")
-decision=$(grep -A1000 -F "$event" "$agent_log" | grep -m1 "domain=$wake action=.* reason=early-report")
+decision=$(awk -v event="$event" -v pat="domain=$wake action=.* reason=early-report" \
+	'$0 == event { seen = 1; next } seen && $0 ~ pat { print; exit }' "$agent_log")
+[ -n "$decision" ] || die "no early-report decision for $wake after its event; log:
+$(tail -30 "$agent_log")"
 echo "$event"
 echo "$decision"
 echo "$decision" | grep -q "new-kib=$full " ||

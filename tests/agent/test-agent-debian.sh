@@ -23,7 +23,8 @@ digest=$(guest_sh "$dom" 'redis-cli DEBUG DIGEST')
 redis_start_reader "$dom" $hot_keys
 echo "redis holds $keys keys of $value_bytes B, digest $digest; $hot_keys keys read every second"
 
-agent_config --domains "$dom" idle-age=15 headroom-percent=10 headroom-mib=64 \
+agent_config --domains "$dom" scan-seconds=1 cold-age=15 min-cold-age=15 \
+	headroom-percent=10 headroom-mib=64 \
 	min-memory-mib=$floor_mib hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
 	stale-drop-mib=64 pressure-holdoff=60 reclaim-swap-backed=true
 agent_start

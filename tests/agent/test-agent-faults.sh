@@ -13,7 +13,8 @@ domain=kstaled-agent-faults
 trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 # Small steps, so that the agent is killed between two of them.
-agent_config --domains "$domain" idle-age=5 headroom-percent=10 headroom-mib=32 min-memory-mib=128 \
+agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
+	headroom-percent=10 headroom-mib=32 min-memory-mib=128 \
 	hysteresis-mib=16 hysteresis-percent=0 max-step-mib=32 \
 	reclaim-swap-backed=true
 

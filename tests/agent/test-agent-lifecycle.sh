@@ -15,7 +15,7 @@ nodev=kstaled-agent-life-nodev
 trap 'agent_cleanup $?; domain_destroy $dev; domain_destroy $nodev; libvirt_stop' EXIT
 libvirt_start
 # Steps large enough that the guest is still inflating when it is paused.
-agent_config --domains "$dev $nodev" idle-age=5 headroom-percent=10 headroom-mib=32 \
+agent_config --domains "$dev $nodev" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=256 \
 	reclaim-swap-backed=true
 

@@ -13,8 +13,11 @@ set -euo pipefail
 domain=kstaled-agent-swap
 trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
-agent_config --domains "$domain" min-memory-mib=128 reclaim-swap-backed=true \
-	stale-drop-mib=0 major-fault-rate=0 pressure-holdoff=600
+# The agent grows a guest by shortfall-gain times the memory swapped in:
+# at 1000, the first second of swap-ins over 1 MiB/s is worth all of it.
+agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
+	min-memory-mib=128 reclaim-swap-backed=true \
+	stale-drop-mib=0 major-fault-rate=0 shortfall-gain=1000 pressure-holdoff=600
 console=$(domain_start "$domain" 512 "kstaled_vm.run=agent-swap kstaled_vm.idle_seconds=75")
 wait_for_file_line "$console" '^memload: ready' 120 ||
 	die "workload did not start; console:

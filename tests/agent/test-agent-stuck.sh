@@ -26,7 +26,7 @@ libvirt_start
 interval=2
 # Idle guests shrink from 192 MiB towards the 64 MiB floor in 8 MiB steps:
 # the two healthy ones still have steps to go while the third is stopped.
-agent_config --domains "$guests" idle-age=5 headroom-percent=0 headroom-mib=16 \
+agent_config --domains "$guests" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=0 headroom-mib=16 \
 	min-memory-mib=64 hysteresis-mib=8 hysteresis-percent=0 max-step-mib=8 \
 	reclaim-swap-backed=true
 sed -i "s/^poll-interval=.*/poll-interval=$interval/" "$agent_conf"
