@@ -1,7 +1,7 @@
 #!/bin/bash
 # section-6-policies.sh OUTDIR: the balloon policies side by side.  Three
 # Debian guests of 1 GiB under libvirt, their QEMU processes charged to one
-# memory cgroup whose limit (KSTALED_BENCH_BUDGET_MIB, default 2048) is
+# memory cgroup whose limit (KSTALED_BENCH_BUDGET_MIB, default 2560) is
 # less than the sum of their maxima, each running redis-server with 256 MiB
 # of values (half random, so zram compresses them about 2:1) read by
 # redis-benchmark from a hot set whose size changes on a schedule:
@@ -21,10 +21,14 @@ set -euo pipefail
 out=$1
 work=$out/section-6-policies
 run_seconds=${KSTALED_BENCH_POLICY_SECONDS:-420}
-budget_mib=${KSTALED_BENCH_BUDGET_MIB:-2048}
+# Filled and restored, each guest's QEMU holds about 720 MiB: a budget of
+# 2048 MiB has the host kill QEMUs before any policy runs.
+budget_mib=${KSTALED_BENCH_BUDGET_MIB:-2560}
 policies=(static mom proxmox kstaled)
 guests=(kstaled-bench-a kstaled-bench-b kstaled-bench-c)
-mem_mib=1024 keys=65536 value_bytes=4096 sample_seconds=5
+# 4092 B values: with redis' string header they fill jemalloc's 4 KiB
+# class, where 4096 B would take 5 KiB each.
+mem_mib=1024 keys=65536 value_bytes=4092 sample_seconds=5
 # guest seconds hot-keys: the working-set schedule (entries at 0 s first).
 schedule="kstaled-bench-a 0 6554
 kstaled-bench-b 0 6554
@@ -33,13 +37,13 @@ kstaled-bench-a 150 39322
 kstaled-bench-b 210 39322
 kstaled-bench-a 270 6554"
 
-# Scripts run in the guests.  fill: 256 MiB of redis values, each half
-# random base64 and half a fixed pad, named as redis-benchmark -r picks
+# Scripts run in the guests.  fill: 256 MiB of redis values, each 2048 B
+# of random base64 and a fixed pad, named as redis-benchmark -r picks
 # keys (key:%012d).  load: redis-benchmark GETs over the hot set the host
 # writes to /run/bench-hot.  sampler: redis' command count and the guest's
 # paging counters every few seconds.
-fill_script="pad=\$(printf '%$((value_bytes / 2))s' '' | tr ' ' x)
-head -c $((keys * value_bytes * 3 / 8)) /dev/urandom | base64 -w $((value_bytes / 2)) |
+fill_script="pad=\$(printf '%$((value_bytes - 2048))s' '' | tr ' ' x)
+head -c $((keys * 1536)) /dev/urandom | base64 -w 2048 |
 	awk -v pad=\"\$pad\" '{ printf \"SET key:%012d %s%s\\r\\n\", NR - 1, \$0, pad }' |
 	redis-cli --pipe >/dev/null
 [ \"\$(redis-cli DBSIZE)\" -eq $keys ]"
