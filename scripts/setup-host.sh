@@ -37,6 +37,9 @@ packages=(
 	libjson-c-dev jq
 	clang libclang-rt-14-dev
 	python3-matplotlib
+	# pahole: without it "make olddefconfig" drops Debian's BTF options
+	# and what needs them (sched_ext) from Debian's own kernel config.
+	dwarves
 )
 backports_packages=(meson python3-pycotap linux-source-6.12)
 
@@ -58,6 +61,17 @@ if [ ${#missing[@]} -gt 0 ] || [ -n "$sources_changed" ]; then
 	apt-get install -y -q --no-install-recommends -t bookworm-backports \
 		"${backports_packages[@]}" ||
 		die "apt-get install from bookworm-backports failed for: ${backports_packages[*]}"
+fi
+
+# scripts/lib-debian-kernel.sh fetches Debian's own config of the installed
+# linux-source-6.12 with "apt-get download linux-config-6.12=VERSION" (the
+# same source package, so the same version): apt's lists must know that
+# version, which they do not on a host whose lists were cleaned after the
+# install.  (apt-cache show prints nothing, and exits 0, for a version it
+# does not know.)
+source_version=$(dpkg-query -W -f='${Version}' linux-source-6.12)
+if [ -z "$(apt-cache show "linux-config-6.12=$source_version" 2>/dev/null)" ]; then
+	apt-get update -q || die "apt-get update failed (is deb.debian.org reachable?)"
 fi
 
 # promtool, which checks docs/monitoring/, comes from Debian's prometheus
