@@ -75,8 +75,6 @@ wait_all() {
 	done
 }
 
-host_vmstat() { awk -v k="$1" '$1 == k { print $2 }' /proc/vmstat; }
-
 # The VMs' budget: a memory cgroup of its own holding libvirtd, so that
 # every QEMU it starts is charged to it (libvirt makes no per-VM cgroups
 # on this host).  cgroup v1 here; on v2 memory.max does the same, without
@@ -88,11 +86,11 @@ else
 	cgroup=/sys/fs/cgroup/memory/kstaled-bench cgroup_root=/sys/fs/cgroup/memory
 	limit_file=memory.limit_in_bytes usage_file=memory.usage_in_bytes
 fi
-# cgroup_counter FILE [KEY]: a v1 counter of the cgroup (the value of KEY's
-# line, or the file's one value); 0 where there is none.
-cgroup_counter() {
-	if [ -f "$cgroup/$1" ]; then
-		awk -v k="${2:-}" 'k == "" || $1 == k { print $NF }' "$cgroup/$1"
+# counter FILE [KEY]: the value of KEY's line in FILE, or FILE's one
+# value; 0 where FILE does not exist (the v1 cgroup counters on v2).
+counter() {
+	if [ -f "$1" ]; then
+		awk -v k="${2:-}" 'k == "" || $1 == k { print $NF }' "$1"
 	else
 		echo 0
 	fi
@@ -167,8 +165,9 @@ for policy in "${policies[@]}"; do
 		printf '[domain %s]\nenabled=true\n' "${guests[@]}"
 	} >"$agent_conf"
 	start=$(date +%s)
-	failcnt0=$(cgroup_counter memory.failcnt) oom0=$(cgroup_counter memory.oom_control oom_kill)
-	pswpout0=$(host_vmstat pswpout)
+	failcnt0=$(counter "$cgroup/memory.failcnt")
+	oom0=$(counter "$cgroup/memory.oom_control" oom_kill)
+	pswpout0=$(counter /proc/vmstat pswpout)
 	agent_start
 	log "policies: $policy running"
 
@@ -208,9 +207,9 @@ $(tail -20 "$agent_log")"
 	jq -n --arg policy "$policy" --argjson start "$start" --argjson seconds "$run_seconds" \
 		--argjson mem_kib $((mem_mib * 1024)) --argjson value_bytes $value_bytes \
 		--argjson budget_kib $((budget_mib * 1024)) \
-		--argjson cgroup_failcnt $(($(cgroup_counter memory.failcnt) - failcnt0)) \
-		--argjson cgroup_oom_kills $(($(cgroup_counter memory.oom_control oom_kill) - oom0)) \
-		--argjson host_swap_out $(($(host_vmstat pswpout) - pswpout0)) \
+		--argjson cgroup_failcnt $(($(counter "$cgroup/memory.failcnt") - failcnt0)) \
+		--argjson cgroup_oom_kills $(($(counter "$cgroup/memory.oom_control" oom_kill) - oom0)) \
+		--argjson host_swap_out $(($(counter /proc/vmstat pswpout) - pswpout0)) \
 		'{policy: $policy, start: $start, seconds: $seconds, "mem-kib": $mem_kib,
 		  "value-bytes": $value_bytes, "budget-kib": $budget_kib,
 		  "cgroup-failcnt": $cgroup_failcnt, "cgroup-oom-kills": $cgroup_oom_kills,
