@@ -603,34 +603,32 @@ kstaled_decide (const KstaledPolicyConfig *config,
       else if (deflate (input, d, d->target_kib, KSTALED_REASON_GROW))
         state->inflate_request_kib = 0;
     }
-  else if (d->target_kib < actual)
+  /* At or above the target.  A step under way is waited for even when
+   * the target has come up to the balloon: the guest is still carrying
+   * it out. */
+  else if (d->target_kib < actual && d->guest_scans < d->cold_age_scans)
+    d->reason = KSTALED_REASON_WARMING_UP;
+  else if (d->target_kib < actual && input->now_us < state->holdoff_until_us)
     {
-      if (d->guest_scans < d->cold_age_scans)
-        d->reason = KSTALED_REASON_WARMING_UP;
-      else if (input->now_us < state->holdoff_until_us)
-        {
-          d->reason = KSTALED_REASON_HOLDOFF;
-          d->holdoff_left_us = state->holdoff_until_us - input->now_us;
-        }
-      else if (under_way)
-        {
-          d->reason = KSTALED_REASON_SETTLING;
-          d->settle_kib = state->inflate_request_kib;
-        }
-      else if (actual - d->target_kib < hysteresis)
-        d->reason = KSTALED_REASON_HYSTERESIS;
-      else
-        {
-          d->reason = KSTALED_REASON_SHRINK;
-          d->action = KSTALED_ACTION_INFLATE;
-          d->new_kib = actual - MIN (config->max_step_kib,
-                                     actual - d->target_kib);
-          state->inflate_request_kib = d->new_kib;
-          state->inflate_request_us = input->now_us;
-        }
+      d->reason = KSTALED_REASON_HOLDOFF;
+      d->holdoff_left_us = state->holdoff_until_us - input->now_us;
     }
-  else
+  else if (under_way)
+    {
+      d->reason = KSTALED_REASON_SETTLING;
+      d->settle_kib = state->inflate_request_kib;
+    }
+  else if (actual - d->target_kib < MAX (hysteresis, 1))
     d->reason = KSTALED_REASON_HYSTERESIS;
+  else
+    {
+      d->reason = KSTALED_REASON_SHRINK;
+      d->action = KSTALED_ACTION_INFLATE;
+      d->new_kib = actual - MIN (config->max_step_kib,
+                                 actual - d->target_kib);
+      state->inflate_request_kib = d->new_kib;
+      state->inflate_request_us = input->now_us;
+    }
 }
 
 void

@@ -188,7 +188,7 @@ test_shrink_in_steps (Fixture *f, gconstpointer data)
 static void
 test_settling (Fixture *f, gconstpointer data)
 {
-  guint64 hysteresis_kib;
+  guint64 hysteresis_kib, min_memory_kib;
 
   (void) data;
   f->input.stats.actual = 8 * GIB;
@@ -210,6 +210,15 @@ test_settling (Fixture *f, gconstpointer data)
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
   f->config.hysteresis_kib = hysteresis_kib;
+
+  /* nor is a target that has come up to the balloon (a floor here, as
+   * the host arbiter may set it): the guest is still carrying it out */
+  min_memory_kib = f->config.min_memory_kib;
+  f->config.min_memory_kib = 8 * GIB - 100 * MIB;
+  decide (f);
+  g_assert_cmpuint (f->d.target_kib, ==, 8 * GIB - 100 * MIB);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
+  f->config.min_memory_kib = min_memory_kib;
 
   /* within the slack counts as there: the next step is relative to it */
   advance (f, 1);
