@@ -1087,8 +1087,8 @@ on_lifecycle (virConnectPtr conn, virDomainPtr dom, int event, int detail,
         break;
       /* A balloon asked for before the pause had no time to move: it gets
        * its whole settling time again, instead of the next step at once. */
-      if (d->policy.inflate_request_kib != 0)
-        d->policy.inflate_request_us = g_get_monotonic_time ();
+      if (d->policy.request_kib != 0)
+        d->policy.request_us = g_get_monotonic_time ();
       kstaled_log_domain (G_LOG_LEVEL_MESSAGE, name, NULL, "resumed",
                           "domain=%s resumed", name);
       schedule_poll (agent, d, FALSE);

@@ -147,7 +147,8 @@ measure_pressure (const KstaledPolicyConfig *config,
     p->reason = KSTALED_REASON_EARLY_REPORT;
   /* The balloon driver's own allocations stall while it inflates: only
    * stalls with the balloon at rest are the guest's. */
-  else if (config->alloc_stall_rate > 0 && state->inflate_request_kib == 0 &&
+  else if (config->alloc_stall_rate > 0 &&
+           !(state->request_kib != 0 && !state->request_deflates) &&
            stalls >= config->alloc_stall_rate)
     p->reason = KSTALED_REASON_ALLOC_STALLS;
   else
@@ -292,18 +293,41 @@ host_target (const KstaledPolicyConfig *config,
   g_return_val_if_reached (e->slo_target);
 }
 
-/* Whether the last inflation is still under way; forgets it once done. */
+/* Whether the balloon is still on its way to the last size asked for,
+ * either way (past it counts as there); forgets the request once done or
+ * given up. */
 static gboolean
 settling (KstaledPolicyState *state, gint64 now_us, guint64 actual)
 {
-  if (state->inflate_request_kib == 0)
+  gboolean short_of_it;
+
+  if (state->request_kib == 0)
     return FALSE;
-  if (actual > state->inflate_request_kib + KSTALED_SETTLE_SLACK_KIB &&
-      now_us - state->inflate_request_us <
+  short_of_it = state->request_deflates
+                ? add_sat (actual, KSTALED_SETTLE_SLACK_KIB) < state->request_kib
+                : actual > state->request_kib + KSTALED_SETTLE_SLACK_KIB;
+  if (short_of_it &&
+      now_us - state->request_us <
       (gint64) KSTALED_SETTLE_SECONDS * G_USEC_PER_SEC)
     return TRUE;
-  state->inflate_request_kib = 0;
+  state->request_kib = 0;
   return FALSE;
+}
+
+static void
+remember_request (KstaledPolicyState *state, gint64 now_us,
+                  const KstaledDecision *d)
+{
+  state->request_kib = d->new_kib;
+  state->request_us = now_us;
+  state->request_deflates = d->action == KSTALED_ACTION_DEFLATE;
+}
+
+static void
+settle (const KstaledPolicyState *state, KstaledDecision *d)
+{
+  d->reason = KSTALED_REASON_SETTLING;
+  d->settle_kib = state->request_kib;
 }
 
 static void
@@ -551,9 +575,13 @@ kstaled_decide (const KstaledPolicyConfig *config,
     }
   record_for_host (config, input, d, &e);
 
+  /* A step the guest is still carrying out is not judged by what is left
+   * of it: the next decision would cut it short or start from a balloon
+   * that has not settled. */
+  under_way = settling (state, input->now_us, actual);
   if (input->rebooted)
     {
-      state->inflate_request_kib = 0;
+      state->request_kib = 0;
       if (actual < d->max_kib && deflate (input, d, d->max_kib,
                                           KSTALED_REASON_REBOOT))
         state->stale_actual_kib = actual;
@@ -563,7 +591,6 @@ kstaled_decide (const KstaledPolicyConfig *config,
     }
   if (p.pressure)
     {
-      state->inflate_request_kib = 0;
       d->emergency = p.emergency;
       grow = p.emergency ? d->max_kib
                          : MIN (add_sat (add_sat (actual,
@@ -572,40 +599,49 @@ kstaled_decide (const KstaledPolicyConfig *config,
                                          d->has_estimate ? d->headroom_kib
                                                          : config->headroom_kib),
                                 d->max_kib);
+      /* Pressure again while an earlier deflation is under way asks for
+       * no less than it did. */
+      if (under_way && state->request_deflates && state->request_kib > grow)
+        grow = state->request_kib;
+      state->request_kib = 0;
       /* Pressure hit at @actual: the next shrink stops a little above,
        * by what the guest lacked, up to 5 % of its maximum (a thrashing
        * guest reads the same pages back many times). */
       if (deflate (input, d, grow, p.reason))
-        remember_pressure (config, input, state,
-                           MIN (add_sat (actual,
-                                         MIN (p.promoted_kib,
-                                              percent_of (d->max_kib, 5))),
-                                d->new_kib));
+        {
+          remember_request (state, input->now_us, d);
+          remember_pressure (config, input, state,
+                             MIN (add_sat (actual,
+                                           MIN (p.promoted_kib,
+                                                percent_of (d->max_kib, 5))),
+                                  d->new_kib));
+        }
       d->soft_floor_kib = state->soft_floor_kib;
       return;
     }
   if (!have_estimate)
     {
-      d->reason = missing_reason;
+      if (under_way)
+        settle (state, d);
+      else
+        d->reason = missing_reason;
       return;
     }
 
   hysteresis = MAX (config->hysteresis_kib,
                     percent_of (actual, config->hysteresis_percent));
-  /* A step the guest is still carrying out is not judged by what is left
-   * of it: the hysteresis would hide it and the next step would start
-   * from a balloon that has not settled. */
-  under_way = settling (state, input->now_us, actual);
   if (d->target_kib > actual)
     {
-      if (d->target_kib - actual < hysteresis && actual >= d->floor_kib)
+      if (under_way && state->request_deflates &&
+          state->request_kib >= d->target_kib)
+        settle (state, d);
+      else if (d->target_kib - actual < hysteresis && actual >= d->floor_kib)
         d->reason = KSTALED_REASON_HYSTERESIS;
       else if (deflate (input, d, d->target_kib, KSTALED_REASON_GROW))
-        state->inflate_request_kib = 0;
+        remember_request (state, input->now_us, d);
     }
   /* At or above the target.  A step under way is waited for even when
-   * the target has come up to the balloon: the guest is still carrying
-   * it out. */
+   * the target has come up to the balloon. */
   else if (d->target_kib < actual && d->guest_scans < d->cold_age_scans)
     d->reason = KSTALED_REASON_WARMING_UP;
   else if (d->target_kib < actual && input->now_us < state->holdoff_until_us)
@@ -614,10 +650,7 @@ kstaled_decide (const KstaledPolicyConfig *config,
       d->holdoff_left_us = state->holdoff_until_us - input->now_us;
     }
   else if (under_way)
-    {
-      d->reason = KSTALED_REASON_SETTLING;
-      d->settle_kib = state->inflate_request_kib;
-    }
+    settle (state, d);
   else if (actual - d->target_kib < MAX (hysteresis, 1))
     d->reason = KSTALED_REASON_HYSTERESIS;
   else
@@ -626,8 +659,7 @@ kstaled_decide (const KstaledPolicyConfig *config,
       d->action = KSTALED_ACTION_INFLATE;
       d->new_kib = actual - MIN (config->max_step_kib,
                                  actual - d->target_kib);
-      state->inflate_request_kib = d->new_kib;
-      state->inflate_request_us = input->now_us;
+      remember_request (state, input->now_us, d);
     }
 }
 

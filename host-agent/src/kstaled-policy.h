@@ -130,9 +130,11 @@ typedef struct {
   gboolean has_counters;
   KstaledGuestCounters counters;
   gint64 holdoff_until_us;
-  /* The last inflation asked for, until the balloon gets there. */
-  guint64 inflate_request_kib;
-  gint64 inflate_request_us;
+  /* The last balloon size asked for, either way, until the balloon gets
+   * there; 0 with the balloon at rest. */
+  guint64 request_kib;
+  gint64 request_us;
+  gboolean request_deflates;    /* the request grows the guest */
   /* The old kernel's balloon, which QEMU keeps reporting after a reboot
    * until the new driver moves the balloon; 0 when "actual" is current. */
   guint64 stale_actual_kib;

@@ -237,12 +237,55 @@ test_settling (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
   g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 556 * MIB);
 
-  /* pressure forgets the step under way */
+  /* pressure replaces the step under way by its deflation */
   f->input.stats.unused = 0;
   f->input.early_stale_drop = 64 * MIB * BYTES_PER_KIB;
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_EARLY_REPORT);
-  g_assert_cmpuint (f->state.inflate_request_kib, ==, 0);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_cmpuint (f->state.request_kib, ==, f->d.new_kib);
+}
+
+static void
+test_deflation_under_way (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  /* an emergency deflates to the maximum ... */
+  f->input.stats.actual = 3 * GIB;
+  f->input.stats.available = 3 * GIB;
+  f->input.stats.unused = 0;
+  f->input.early_stale_drop = 768 * MIB * BYTES_PER_KIB;
+  decide (f);
+  g_assert_true (f->d.emergency);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+
+  /* ... and a target between the balloon and the maximum (a floor of
+   * 4 GiB here) does not cut that deflation short */
+  advance (f, 1);
+  f->input.early_stale_drop = 0;
+  f->input.stats.actual = 3 * GIB + 16 * MIB;
+  f->config.min_memory_kib = 4 * GIB;
+  decide (f);
+  g_assert_cmpuint (f->d.target_kib, >, 3 * GIB + 16 * MIB);
+  g_assert_cmpuint (f->d.target_kib, <, 8 * GIB);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
+  g_assert_cmpuint (f->d.settle_kib, ==, 8 * GIB);
+
+  /* nor does pressure asking for less */
+  f->input.early_stale_drop = 64 * MIB * BYTES_PER_KIB;
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB);
+
+  /* nor do missing guest statistics */
+  advance (f, 1);
+  f->input.early_stale_drop = 0;
+  f->input.stats.has_available = FALSE;
+  f->input.stats.has_unused = FALSE;
+  f->input.stats.has_usable = FALSE;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
 }
 
 static void
@@ -627,7 +670,7 @@ test_emergencies (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->d.action, !=, KSTALED_ACTION_DEFLATE);
 
   /* at rest, 50 stalls a second are an emergency */
-  f->state.inflate_request_kib = 0;
+  f->state.request_kib = 0;
   advance (f, 2);
   f->input.counters.alloc_stalls += 100;
   decide (f);
@@ -888,6 +931,7 @@ main (int argc, char **argv)
   ADD ("/policy/device-config", test_device_config);
   ADD ("/policy/shrink-in-steps", test_shrink_in_steps);
   ADD ("/policy/settling", test_settling);
+  ADD ("/policy/deflation-under-way", test_deflation_under_way);
   ADD ("/policy/hysteresis", test_hysteresis);
   ADD ("/policy/grow-at-once", test_grow_at_once);
   ADD ("/policy/clamp-to-max", test_clamp_to_max);
