@@ -28,6 +28,7 @@ SLOTS = {
     4: ("agent-savings", "Agent memory savings"),
     5: ("agent-cost", "Agent cost"),
     6: ("policies", "Balloon policies side by side"),
+    7: ("hooks-off", "Cost of the hooks when kstaled is off"),
 }
 
 

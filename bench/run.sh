@@ -9,8 +9,8 @@
 # KSTALED_BENCH_MEM_MIB (see section-1-scan-cost.sh).
 #
 # A section is a script bench/section-N-NAME.sh OUTDIR, run with
-# KSTALED_KERNEL, KSTALED_QEMU, KSTALED_INITRAMFS, KSTALED_AGENT and
-# KSTALED_CTL set, that writes
+# KSTALED_KERNEL, KSTALED_KERNEL_WITHOUT_KSTALED, KSTALED_QEMU,
+# KSTALED_INITRAMFS, KSTALED_AGENT and KSTALED_CTL set, that writes
 # OUTDIR/section-N-NAME.json in the format bench/report.py describes;
 # report.py keeps a "not measured" slot for each of its SLOTS without one.
 set -euo pipefail
@@ -37,6 +37,7 @@ done
 build_dir=${KSTALED_BUILD_DIR:-$KSTALED_TOP/build}
 meson_build "$build_dir" >&2
 export KSTALED_KERNEL=$build_dir/bzImage
+export KSTALED_KERNEL_WITHOUT_KSTALED=$build_dir/bzImage-without-kstaled
 export KSTALED_QEMU=$build_dir/qemu-system-x86_64
 export KSTALED_INITRAMFS=$build_dir/tests/initramfs.cpio.gz
 export KSTALED_AGENT=$build_dir/host-agent/kstaled-agent
