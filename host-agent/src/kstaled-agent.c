@@ -41,11 +41,18 @@ typedef enum {
   JOB_SET_BALLOON,
 } JobKind;
 
+/* What outlives the agent refers to it through this: a worker stuck in
+ * libvirt finishes its job after the agent is gone, and a callback queued
+ * on the context may be dispatched then. */
+typedef struct {
+  KstaledAgent *agent;          /* NULL once the agent is freed */
+} AgentRef;
+
 /* One piece of libvirt I/O, done by a worker thread.  The worker touches
  * only the job's own fields; the agent and its domains belong to the main
  * thread, which gets the job back (finish_job) when the worker is done. */
 typedef struct {
-  KstaledAgent *agent;
+  AgentRef *agent_ref;
   GMainContext *context;
   guint generation;             /* of the connection it was made on */
   JobKind kind;
@@ -103,6 +110,7 @@ typedef struct {
 } AgentDomain;
 
 struct _KstaledAgent {
+  AgentRef *ref;
   KstaledAgentOptions options;   /* its strings are agent-owned copies */
   gchar *config_file;
   gboolean config_required;     /* given on the command line */
@@ -494,6 +502,7 @@ static void
 run_job (gpointer data, gpointer user_data)
 {
   Job *job = data;
+  GSource *source;
 
   (void) user_data;
   job->started_us = g_get_monotonic_time ();
@@ -509,8 +518,14 @@ run_job (gpointer data, gpointer user_data)
       set_balloon_io (job);
       break;
     }
-  g_main_context_invoke_full (job->context, G_PRIORITY_DEFAULT, finish_job,
-                              job, job_free);
+  /* Not g_main_context_invoke: when no thread owns the context, as once
+   * the main loop has quit, it calls finish_job on this worker, beside the
+   * main thread freeing the agent. */
+  source = g_idle_source_new ();
+  g_source_set_priority (source, G_PRIORITY_DEFAULT);
+  g_source_set_callback (source, finish_job, job, job_free);
+  g_source_attach (source, job->context);
+  g_source_unref (source);
 }
 
 /* Urgent jobs first, then in the order they came. */
@@ -532,7 +547,7 @@ job_new (KstaledAgent *agent, JobKind kind, AgentDomain *d)
 {
   Job *job = g_new0 (Job, 1);
 
-  job->agent = agent;
+  job->agent_ref = g_atomic_rc_box_acquire (agent->ref);
   job->context = g_main_context_ref (agent->context);
   job->generation = agent->generation;
   job->kind = kind;
@@ -567,6 +582,7 @@ job_free (gpointer data)
   g_clear_pointer (&job->dom, virDomainFree);
   g_clear_pointer (&job->conn, virConnectClose);
   g_main_context_unref (job->context);
+  g_atomic_rc_box_release (job->agent_ref);
   g_free (job);
 }
 
@@ -584,7 +600,7 @@ domain_deadline (gpointer data)
 {
   AgentDomain *d = data;
   Job *job = d->job;
-  KstaledAgent *agent = job->agent;
+  KstaledAgent *agent = job->agent_ref->agent;
 
   g_clear_pointer (&d->deadline, g_source_unref);
   job->stuck = TRUE;
@@ -853,10 +869,12 @@ static gboolean
 finish_job (gpointer data)
 {
   Job *job = data;
-  KstaledAgent *agent = job->agent;
+  KstaledAgent *agent = job->agent_ref->agent;
   AgentDomain *d = NULL;
   g_autofree gchar *text = NULL;
 
+  if (agent == NULL)
+    return G_SOURCE_REMOVE;     /* came back after the agent was freed */
   g_debug ("%s job of %s: queued %" G_GINT64_FORMAT " ms, ran %"
            G_GINT64_FORMAT " ms", job_kind_name (job->kind),
            job->name ? job->name : agent->config->uri,
@@ -1005,7 +1023,7 @@ close_reason (int reason)
 }
 
 typedef struct {
-  KstaledAgent *agent;
+  AgentRef *agent_ref;
   virConnectPtr conn;
   int reason;
 } ConnectionClosed;
@@ -1016,6 +1034,7 @@ connection_closed_free (gpointer data)
   ConnectionClosed *closed = data;
 
   virConnectClose (closed->conn);
+  g_atomic_rc_box_release (closed->agent_ref);
   g_free (closed);
 }
 
@@ -1023,9 +1042,9 @@ static gboolean
 handle_connection_closed (gpointer data)
 {
   ConnectionClosed *closed = data;
-  KstaledAgent *agent = closed->agent;
+  KstaledAgent *agent = closed->agent_ref->agent;
 
-  if (closed->conn != agent->conn)
+  if (agent == NULL || closed->conn != agent->conn)
     return G_SOURCE_REMOVE;     /* an old connection's */
   g_warning ("connection to %s closed (%s); reconnecting", agent->config->uri,
              close_reason (closed->reason));
@@ -1041,10 +1060,11 @@ handle_connection_closed (gpointer data)
 static void
 on_close (virConnectPtr conn, int reason, void *opaque)
 {
+  KstaledAgent *agent = opaque;
   ConnectionClosed *closed = g_new (ConnectionClosed, 1);
   GSource *source = g_idle_source_new ();
 
-  closed->agent = opaque;
+  closed->agent_ref = g_atomic_rc_box_acquire (agent->ref);
   closed->conn = conn;
   closed->reason = reason;
   virConnectRef (conn);
@@ -1052,7 +1072,7 @@ on_close (virConnectPtr conn, int reason, void *opaque)
    * once, lock held. */
   g_source_set_callback (source, handle_connection_closed, closed,
                          connection_closed_free);
-  g_source_attach (source, closed->agent->context);
+  g_source_attach (source, agent->context);
   g_source_unref (source);
 }
 
@@ -1392,6 +1412,8 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
 {
   g_autoptr (KstaledAgent) agent = g_new0 (KstaledAgent, 1);
 
+  agent->ref = g_atomic_rc_box_new0 (AgentRef);
+  agent->ref->agent = agent;
   agent->options = *options;
   agent->options.config_file = NULL;
   agent->options.uri = g_strdup (options->uri);
@@ -1479,8 +1501,9 @@ kstaled_agent_free (KstaledAgent *agent)
   disconnect_from_libvirt (agent);
   remove_source (agent, &agent->reconnect_source);
   /* Queued jobs are dropped; a worker stuck in libvirt is not waited for.
-   * What it finds goes to the default context, which nobody iterates once
-   * the agent is gone. */
+   * Its job, back after this, finds the agent gone. */
+  agent->ref->agent = NULL;
+  g_atomic_rc_box_release (agent->ref);
   if (agent->workers != NULL)
     g_thread_pool_free (agent->workers, TRUE, FALSE);
   g_clear_pointer (&agent->metrics, kstaled_metrics_server_free);
