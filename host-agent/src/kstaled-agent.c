@@ -586,6 +586,18 @@ job_free (gpointer data)
   g_free (job);
 }
 
+/* The pool's free function for the jobs it drops.  GLib (2.74 in Debian
+ * 12, and its main branch too) also passes it the stop markers,
+ * GUINT_TO_POINTER (1), that g_thread_pool_free pushes for workers that
+ * were busy: they exit without popping theirs, and the last one to go
+ * frees the queue, markers and all. */
+static void
+drop_queued_job (gpointer data)
+{
+  if (data != GUINT_TO_POINTER (1))
+    job_free (data);
+}
+
 static void
 submit_job (KstaledAgent *agent, Job *job)
 {
@@ -1434,7 +1446,7 @@ kstaled_agent_new (const KstaledAgentOptions *options, GError **error)
   /* Exclusive: its threads wait for jobs instead of going back to GLib's
    * shared pool after half a second idle, so a job never waits for a
    * thread to be started. */
-  agent->workers = g_thread_pool_new_full (run_job, NULL, job_free,
+  agent->workers = g_thread_pool_new_full (run_job, NULL, drop_queued_job,
                                            DOMAIN_WORKERS, TRUE, NULL);
   g_thread_pool_set_sort_function (agent->workers, compare_jobs, NULL);
   agent->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
