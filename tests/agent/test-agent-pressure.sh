@@ -15,8 +15,11 @@ trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 # The agent grows a guest by shortfall-gain times the memory swapped in:
 # at 1000, the first second of swap-ins over 1 MiB/s is worth all of it.
+# A small hysteresis makes the agent follow the target all the way down:
+# with the default 64 MiB it may stop where nothing needs to be swapped.
 agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
-	min-memory-mib=128 reclaim-swap-backed=true \
+	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 \
+	reclaim-swap-backed=true \
 	stale-drop-mib=0 major-fault-rate=0 shortfall-gain=1000 pressure-holdoff=600
 console=$(domain_start "$domain" 512 "kstaled_vm.run=agent-swap kstaled_vm.idle_seconds=75")
 wait_for_file_line "$console" '^memload: ready' 120 ||
@@ -35,6 +38,11 @@ echo "$domain ballooned to $(domain_kib "$domain" actual) KiB after $((SECONDS -
 wait_for_file_line "$console" '^agent-swap: touching all' 120 ||
 	die "the workload never touched its memory"
 touched=$SECONDS
+swapped_out=$(domain_kib "$domain" swap_out)
+[ "${swapped_out:-0}" -gt 0 ] ||
+	die "nothing of $domain was swapped out before its workload woke, so no swap-in can follow; agent log:
+$(grep "domain=$domain action=" "$agent_log")"
+echo "$domain had swapped out $swapped_out KiB"
 # Squeezing may itself swap in a little; the balloon must still be down
 # when the workload wakes, or the deflate below would prove nothing.
 [ "$(domain_kib "$domain" actual)" -lt "$full" ] ||
