@@ -10,6 +10,10 @@
 # CONFIG_VIRTIO_KSTALED=m ("make olddefconfig"), compiles every object of
 # mm/ fs/proc/ drivers/virtio/ kernel/ (no vmlinux, no modpost), then the
 # series' new files again with W=1, and fails if W=1 warns about them.
+# It then configures the same tree with Debian's config as is, where
+# CONFIG_KSTALED is off, and compiles every directory holding a kernel C
+# file the series changes: the hooks' stubs are what a distribution that
+# leaves kstaled off builds.
 # A success is stamped, keyed by the source and config versions, the
 # patches and the scripts, so an unchanged run costs a few milliseconds.
 set -euo pipefail
@@ -25,6 +29,12 @@ new_objects=(mm/kstaled.o drivers/virtio/virtio_kstaled.o)
 version=$(debian_kernel_version)
 patches=()
 debian_kernel_series
+# The directories of the kernel C files the series changes, built whole:
+# one object alone would be compiled even where the config leaves it out.
+# tools/ is not part of the kernel.
+mapfile -t changed_dirs < <(sed -n 's|^--- a/\(.*/\)[^/]*\.c$|\1|p' "${patches[@]}" |
+	grep -v '^tools/' | sort -u)
+[ ${#changed_dirs[@]} -gt 0 ] || die "found no changed C file in the series"
 # linux-config-6.12 comes from the same source package as linux-source-6.12:
 # debian_kernel_config downloads the one whose version is the source's.
 hash=$(input_hash "linux-source-6.12 $version" "linux-config-6.12 $version" \
@@ -74,10 +84,22 @@ build() {
 	done
 	[ -z "$failed" ] || die "W=1 warnings in:$failed"
 
+	local off_build
+	off_build=$(debian_kernel_build_dir kstaled-off)
+	debian_kernel_configure "$src" "$off_build" plain
+	! grep -q '^CONFIG_KSTALED=' "$off_build/.config" ||
+		die "Debian's config turned CONFIG_KSTALED on in $off_build"
+	log "make ${changed_dirs[*]} with kstaled off (log: $log.off)"
+	if ! debian_kernel_make "$src" "$off_build" -k "${changed_dirs[@]}" >"$log.off" 2>&1; then
+		grep -E '(error|Error):' "$log.off" | head -n 40 >&2 || true
+		die "the series does not compile with kstaled off; full log: $log.off"
+	fi
+
 	total=$(find "${dirs[@]/#/$build/}" -name '*.o' | wc -l)
 	mkdir -p "${stamp%/*}"
 	echo "Debian $version amd64 config + series: $total objects in ${dirs[*]}" \
-		"($compiled compiled this run), W=1 clean: ${new_objects[*]}" >"$stamp.tmp"
+		"($compiled compiled this run), W=1 clean: ${new_objects[*]};" \
+		"with kstaled off: ${changed_dirs[*]}" >"$stamp.tmp"
 	mv "$stamp.tmp" "$stamp"
 	log "$(cat "$stamp"), in $(($(date +%s) - start)) s"
 }

@@ -1,7 +1,6 @@
 #!/bin/bash
 # The guest kernel boots under a real QEMU, reports its version over the
 # serial console, and its initramfs gives tests memory cgroups and memload.
-# The kernel built without CONFIG_KSTALED boots too.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 
@@ -17,4 +16,3 @@ $console"
 }
 
 check_boot "$(guest_kernel)"
-check_boot "${KSTALED_KERNEL_WITHOUT_KSTALED:-$("$KSTALED_TOP/scripts/build-kernel.sh" --without-kstaled)}"
