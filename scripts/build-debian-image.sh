@@ -64,6 +64,16 @@ need_space() {
 		die "not enough space in $1: $avail MiB free, the image build needs $2 MiB"
 }
 
+# only_standard_fds COMMAND...: run COMMAND with every descriptor above 2
+# closed (in a subshell, so the caller's stay open).
+only_standard_fds() (
+	for fd in /proc/$BASHPID/fd/*; do
+		fd=${fd##*/}
+		[ "$fd" -le 2 ] || eval "exec $fd>&-"
+	done
+	exec "$@"
+)
+
 build() {
 	[ -f "$out_dir/disk.raw" ] && return
 	local work=$KSTALED_CACHE/debian-image-work start
@@ -79,7 +89,10 @@ build() {
 	# overlay points /vmlinuz at it), then the test image's redis
 	# settings: no snapshots (a fork would double its memory) and DEBUG
 	# from local clients (POPULATE and DIGEST fill and check the data).
-	if ! mmdebstrap --mode=root --variant=minbase --format=directory \
+	# mmdebstrap hands apt "cat >&FD" for dash, which reads one digit
+	# there: it must start with no descriptor open but 0, 1 and 2, or
+	# what the caller left open pushes FD to 10 and apt fails.
+	if ! only_standard_fds mmdebstrap --mode=root --variant=minbase --format=directory \
 		--include="$(IFS=,; echo "${packages[*]}")" \
 		--customize-hook="sync-in $overlay /" \
 		--customize-hook="copy-in $work/${image_deb##*/} /tmp" \
