@@ -1,13 +1,15 @@
 #!/bin/bash
-# build-initramfs.sh OUTPUT INIT GUEST_DIR TOOL...
+# build-initramfs.sh OUTPUT INIT GUEST_DIR MODULE TOOL...
 # Pack the guest initramfs: Debian's busybox-static, the init script, the
-# in-guest scripts GUEST_DIR/*.sh (as /guest/) and the static guest tools.
+# in-guest scripts GUEST_DIR/*.sh (as /guest/), the kstaled kernel's
+# virtio_kstaled.ko MODULE (as /lib/modules/) and the static guest tools.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-[ $# -ge 3 ] || die "usage: build-initramfs.sh OUTPUT INIT GUEST_DIR TOOL..."
-output=$1 init=$2 guest_dir=$3
-shift 3
+[ $# -ge 4 ] || die "usage: build-initramfs.sh OUTPUT INIT GUEST_DIR MODULE TOOL..."
+output=$1 init=$2 guest_dir=$3 module=$4
+shift 4
+[ -f "$module" ] || die "no driver module $module"
 
 busybox=/bin/busybox
 [ -x "$busybox" ] || die "$busybox missing: install busybox-static (scripts/setup-host.sh)"
@@ -17,10 +19,11 @@ is_static "$busybox" ||
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
-mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,guest,etc}
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,guest,etc,lib/modules}
 cp "$busybox" "$root/bin/busybox"
 install -m 0755 "$init" "$root/init"
 cp "$guest_dir"/*.sh "$root/guest/"
+cp "$module" "$root/lib/modules/virtio_kstaled.ko"
 for tool in "$@"; do
 	is_static "$tool" || die "guest tool $tool is not static"
 	install -m 0755 "$tool" "$root/bin/"

@@ -1,19 +1,19 @@
 #!/bin/bash
-# build-kernel.sh [--without-kstaled | --driver-module] [--output FILE]
-#                 [--module-output FILE] [--deb-output DIR]
+# build-kernel.sh [--without-kstaled] [--output FILE] [--module-output FILE]
+#                 [--deb-output DIR]
 # Build the guest kernel: Debian's linux-source-6.12, the project's patch
 # series (guest-kernel/patches/series, then series.driver if present), the
 # config fragment guest-kernel/kstaled.config merged onto the kernel's own
-# "x86_64_defconfig kvm_guest.config", then for a variant its own fragment:
-# without-kstaled.config, or driver-module.config (the virtio_kstaled
-# driver as a module).  The kstaled variant is built with "make
-# bindeb-pkg", so it also yields the Debian packages a user installs in a
-# guest (linux-image-6.12.N-kstaled and its headers).
+# "x86_64_defconfig kvm_guest.config", then for the variant without
+# kstaled without-kstaled.config.  The kstaled variant builds the
+# virtio_kstaled driver as a module, as a distribution ships it, with
+# "make bindeb-pkg", so it also yields the Debian packages a user installs
+# in a guest (linux-image-6.12.N-kstaled and its headers).
 # The outputs are cached under $KSTALED_CACHE/kernel-<variant>-<hash>/,
 # keyed by the source version, the patches and the config; the bzImage's
 # path is printed on stdout (and the image copied to --output FILE when
-# given; --driver-module's virtio_kstaled.ko to --module-output FILE; the
-# kstaled variant's .deb files into --deb-output DIR).
+# given; the kstaled variant's virtio_kstaled.ko to --module-output FILE
+# and its .deb files into --deb-output DIR).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -22,7 +22,6 @@ output= module_output= deb_output=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--without-kstaled) variant=no-kstaled ;;
-	--driver-module) variant=driver-module ;;
 	--output) output=${2:?--output needs a file}; shift ;;
 	--module-output) module_output=${2:?--module-output needs a file}; shift ;;
 	--deb-output) deb_output=${2:?--deb-output needs a directory}; shift ;;
@@ -41,14 +40,9 @@ patches=()
 add_series "$patch_dir"
 [ -f "$patch_dir/series.driver" ] && add_series "$patch_dir" series.driver
 fragments=("$KSTALED_TOP/guest-kernel/kstaled.config")
-case "$variant" in
-no-kstaled) fragments+=("$KSTALED_TOP/guest-kernel/without-kstaled.config") ;;
-driver-module) fragments+=("$KSTALED_TOP/guest-kernel/driver-module.config") ;;
-esac
-[ -z "$module_output" ] || [ "$variant" = driver-module ] ||
-	die "--module-output needs --driver-module"
-[ -z "$deb_output" ] || [ "$variant" = kstaled ] ||
-	die "--deb-output: only the kstaled variant is packaged"
+[ "$variant" = no-kstaled ] && fragments+=("$KSTALED_TOP/guest-kernel/without-kstaled.config")
+[ -z "$module_output$deb_output" ] || [ "$variant" = kstaled ] ||
+	die "--module-output and --deb-output: only the kstaled variant has a driver module and packages"
 
 hash=$(input_hash "linux-source-6.12 $source_version" "$variant" \
 	"${patches[@]}" "${fragments[@]}" "$0")
@@ -109,16 +103,14 @@ build() {
 	fi
 	mkdir -p "$out_dir.tmp"
 	cp "$build/arch/x86/boot/bzImage" "$build/.config" "$out_dir.tmp/"
-	case "$variant" in
-	driver-module) cp "$build/drivers/virtio/virtio_kstaled.ko" "$out_dir.tmp/" ;;
-	kstaled)
+	if [ "$variant" = kstaled ]; then
+		cp "$build/drivers/virtio/virtio_kstaled.ko" "$out_dir.tmp/"
 		mkdir "$out_dir.tmp/deb"
 		# dpkg-buildpackage writes the packages next to the build tree.
 		cp "$work"/linux-image-*.deb "$work"/linux-headers-*.deb \
 			"$work"/linux-libc-dev_*.deb "$out_dir.tmp/deb/" ||
 			die "make bindeb-pkg did not produce the expected packages in $work"
-		;;
-	esac
+	fi
 	rm -rf "$out_dir"
 	mv "$out_dir.tmp" "$out_dir"
 	log "built $out_dir/bzImage in $(($(date +%s) - start)) s"

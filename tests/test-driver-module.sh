@@ -1,27 +1,16 @@
 #!/bin/bash
-# The virtio_kstaled driver built as a module (the kernel-driver-module
-# target) loads, binds to the device, applies the host's scan-seconds and
-# reports; after rmmod the guest sends nothing; loaded again, it reports
-# again.  QEMU's trace of accepted reports is matched against the scan
-# counts the guest prints (tests/guest/driver-module.sh).
+# The virtio_kstaled module, loaded late instead of at boot
+# (kstaled_vm.driver=manual), binds to the device, applies the host's
+# scan-seconds and reports; after rmmod the guest sends nothing; loaded
+# again, it reports again.  QEMU's trace of accepted reports is matched
+# against the scan counts the guest prints (tests/guest/driver-module.sh).
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 
-kernel=${KSTALED_KERNEL_DRIVER_MODULE:?run through meson: KSTALED_KERNEL_DRIVER_MODULE is not set}
-module=${KSTALED_DRIVER_MODULE:?run through meson: KSTALED_DRIVER_MODULE is not set}
 scratch=$(mktemp -d /var/tmp/kstaled-driver-module.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 
-# The kernel unpacks concatenated initramfs archives in turn: the module
-# comes in a second one after the usual guest image.
-mkdir -p "$scratch/root/lib/modules"
-cp "$module" "$scratch/root/lib/modules/"
-(cd "$scratch/root" && find . | LC_ALL=C sort |
-	cpio -o -H newc --owner=0:0 --quiet) | gzip -n >"$scratch/module.cpio.gz"
-cat "$(guest_initramfs)" "$scratch/module.cpio.gz" >"$scratch/initramfs.cpio.gz"
-
-if ! KSTALED_INITRAMFS=$scratch/initramfs.cpio.gz "$KSTALED_TOP/tests/run-guest.sh" \
-	--kernel "$kernel" \
+if ! "$KSTALED_TOP/tests/run-guest.sh" --append kstaled_vm.driver=manual \
 	--qemu-arg -device --qemu-arg virtio-kstaled-pci,scan-seconds=1 \
 	--qemu-arg -trace --qemu-arg 'virtio_kstaled_*' \
 	driver-module >"$scratch/console.raw" 2>"$scratch/stderr"; then

@@ -1,8 +1,9 @@
 #!/bin/bash
 # The Debian 12 guest image boots under libvirt, from its disk, into the
 # kstaled kernel installed from the project's package: systemd reaches
-# multi-user.target with no failed unit, swap is on zram, kstaled scans,
-# the driver reports to the device, and redis-server answers.
+# multi-user.target with no failed unit, swap is on zram, udev loaded the
+# virtio_kstaled module for the device, kstaled scans, the driver reports
+# to the device, and redis-server answers.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
@@ -30,6 +31,10 @@ $(guest_sh "$dom" 'journalctl -b -p warning --no-pager | tail -n 40')"
 
 guest_sh "$dom" 'swapon --show=NAME --noheadings' | grep -qx /dev/zram0 ||
 	die "no zram swap in the guest: $(guest_sh "$dom" 'swapon --show')"
+# The package ships the driver as a module; nothing but the device's
+# modalias loads it.
+guest_sh "$dom" 'cat /proc/modules' | grep -q '^virtio_kstaled ' ||
+	die "udev did not load the virtio_kstaled module: $(guest_sh "$dom" 'cat /proc/modules')"
 scan_seconds=$(guest_sh "$dom" 'cat /sys/kernel/mm/kstaled/scan_seconds')
 [ "$scan_seconds" -ge 1 ] || die "kstaled is not scanning (scan_seconds $scan_seconds)"
 [ "$(guest_sh "$dom" 'redis-cli ping')" = PONG ] || die "redis-server does not answer"
