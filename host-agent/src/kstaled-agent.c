@@ -1205,8 +1205,9 @@ register_events (KstaledAgent *agent, GError **error)
 {
   const char *what;
 
-  /* No free callbacks: every registration is undone before the agent
-   * goes, and libvirt does not call them when registering fails. */
+  /* No free callbacks: the opaque is the agent, the callbacks run only
+   * while its loop iterates the default context, and the subscriptions
+   * are left to die with the connection (disconnect_from_libvirt). */
   if (virConnectRegisterCloseCallback (agent->conn, on_close, agent,
                                        NULL) < 0)
     what = "close callback";
