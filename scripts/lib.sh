@@ -6,6 +6,9 @@ KSTALED_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KSTALED_CACHE=${KSTALED_CACHE:-/var/cache/kstaled-vm}
 export CCACHE_DIR=${CCACHE_DIR:-$KSTALED_CACHE/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+# Depend mode hashes the headers the compiler lists instead of running the
+# preprocessor first, so a miss (every file of a cold build) compiles once.
+export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
 
 die() {
 	echo "${0##*/}: error: $*" >&2
