@@ -32,21 +32,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "die.h"
+
 #define MARGIN_BYTES (32UL << 20)
 #define RING_ENTRIES 16384
 #define MAX_RINGS 256
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("fragment: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
 
 /* A field of /proc/meminfo, in bytes. */
 static size_t meminfo_bytes(const char *key)

@@ -25,20 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "die.h"
+
 #define PAGE 4096UL
 #define MAX_ROUNDS 1000
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("hookbench: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
 
 static double now_ns(void)
 {

@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "die.h"
+
 enum memload_kind { KIND_ANON, KIND_FILE, KIND_SHMEM };
 
 struct memload_options {
@@ -53,18 +55,6 @@ struct memload_options {
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t touch_all_requested;
 static long page_size;
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("memload: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
 
 static void usage(FILE *out)
 {

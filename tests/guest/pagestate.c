@@ -28,23 +28,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "die.h"
+
 #define PAGEMAP_PRESENT (1ULL << 63)
 #define PAGEMAP_PFN_MASK ((1ULL << 55) - 1)
 #define MAX_KPF_BITS 8
 
 static const char page_idle_bitmap[] = "/sys/kernel/mm/page_idle/bitmap";
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("pagestate: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
 
 static unsigned long long parse_number(const char *arg, const char *what)
 {
