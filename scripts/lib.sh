@@ -8,6 +8,9 @@ export CCACHE_DIR=${CCACHE_DIR:-$KSTALED_CACHE/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 # Depend mode hashes the headers the compiler lists instead of running the
 # preprocessor first, so a miss (every file of a cold build) compiles once.
+# The price: a changed header misses every file that reads it, and every
+# kernel file reads the generated autoconf.h, so a kernel config change
+# rebuilds the whole kernel.
 export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
 
 die() {
