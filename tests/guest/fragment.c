@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
