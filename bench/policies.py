@@ -151,6 +151,7 @@ def policy_run(work, policy):
         "series": {"given-back": given_back, "balloons": balloons,
                    "working-set": working_set, "throughput": throughput},
         "budget-mib": run["budget-kib"] / 1024,
+        "filled-mib": run["filled-kib"] / 1024,
         "seconds": run["seconds"],
     }
 
@@ -182,7 +183,10 @@ def main():
         f"{runs[0]['budget-mib']:.0f} MiB; redis with 256 MiB of values in each, "
         "GETs over a hot set that jumps (a: 26 -> 154 MiB at 150 s and back at 270 s; "
         "b: 26 -> 154 MiB at 210 s; c: 77 MiB throughout); "
-        f"{runs[0]['seconds']} s per policy from the same saved guests",
+        f"{runs[0]['seconds']} s per policy, each from guests booted afresh and filled, "
+        "the cgroup holding "
+        + " / ".join(f"{run['filled-mib']:.0f}" for run in runs)
+        + " MiB when the budget was set",
         "given back: the guests' maxima less their balloons; throughput: redis commands "
         "per guest-second relative to static; swap-ins, refaults (anon + file) and OOM "
         "kills: the guests' /proc/vmstat deltas; host swap-outs: the host's pswpout; "
