@@ -23,7 +23,7 @@ set -euo pipefail
 [ $# -eq 0 ] || die "no arguments expected"
 
 dirs=(mm/ fs/proc/ drivers/virtio/ kernel/)
-# The series' new C files (guest-kernel/patches/0003 and 0014).
+# The series' new C files: kstaled itself and the virtio driver.
 new_objects=(mm/kstaled.o drivers/virtio/virtio_kstaled.o)
 
 version=$(debian_kernel_version)
