@@ -4,13 +4,14 @@ bench/section-6-policies.sh (see bench/report.py) from its runs'
 raw data, WORK/POLICY/{run.json,host.tsv,schedule.tsv,agent.log,
 GUEST.samples,GUEST.oom}, printed on stdout.
 
-Per policy: memory given back to the host (the guests' maxima less their
-balloons, averaged over the run and at its end), redis throughput
-relative to the static run, the guests' swap-ins, refaults and OOM kills,
-the host's swap-outs and how often the VMs' cgroup hit its limit, balloon
-reversals (an agent request in the other direction than the last), and
-the time from each jump of a working set until the guest stops swapping
-in (the guest has the memory again).
+Per policy: memory given back (the guests' maxima less their balloons)
+and what the VMs' cgroup holds on the host, each averaged over the run
+and at its end, redis throughput relative to the static run, the
+guests' swap-ins, refaults and OOM kills, the host's swap-outs and how
+often the VMs' cgroup hit its limit, balloon reversals (an agent request
+in the other direction than the last), and the time from each jump of a
+working set until the guest stops swapping in (the guest has the memory
+again).
 """
 import json
 import os
@@ -46,10 +47,17 @@ def read_samples(path, start):
     return samples
 
 
+def growth(before, after):
+    """How much a counter grew between two samples.  One that went down
+    was restarted from zero: redis after the guest's OOM killer took it."""
+    return after - before if after >= before else after
+
+
 def delta(samples, key):
     if len(samples) < 2:
         return None
-    return samples[-1][1].get(key, 0) - samples[0][1].get(key, 0)
+    return sum(growth(v0.get(key, 0), v1.get(key, 0))
+               for (_, v0), (_, v1) in zip(samples, samples[1:]))
 
 
 def reversals(agent_log):
@@ -92,9 +100,11 @@ def policy_run(work, policy):
     guests = header[1:-1]
     mem_mib = run["mem-kib"] / 1024
     given_back = []
+    cgroup = []
     balloons = {g: [] for g in guests}
     for row in rows:
         t = int(row[0])
+        cgroup.append([t, int(row[-1]) / 1024])
         actual = [int(v) if v else None for v in row[1:1 + len(guests)]]
         for g, a in zip(guests, actual):
             if a is not None:
@@ -129,13 +139,15 @@ def policy_run(work, policy):
     throughput = []
     for g in guests:
         s = samples[g]
-        throughput += [[t1, (v1["commands"] - v0["commands"]) / max(t1 - t0, 1), g]
+        throughput += [[t1, growth(v0["commands"], v1["commands"]) / max(t1 - t0, 1), g]
                        for (t0, v0), (t1, v1) in zip(s, s[1:])]
     ops = [total("commands"), sum(s[-1][0] - s[0][0] for g, s in samples.items() if g not in lost)]
     return {
         "policy": policy,
         "given-back-avg-mib": sum(v for _, v in given_back) / len(given_back) if given_back else None,
         "given-back-end-mib": given_back[-1][1] if given_back else None,
+        "cgroup-avg-mib": sum(v for _, v in cgroup) / len(cgroup) if cgroup else None,
+        "cgroup-end-mib": cgroup[-1][1] if cgroup else None,
         # commands per guest-second, over the guests that survived
         "ops-per-second": ops[0] / (ops[1] / len(guests)) if ops[0] and ops[1] else None,
         "swap-ins": total("pswpin"),
@@ -148,7 +160,7 @@ def policy_run(work, policy):
         "reversals": reversals(os.path.join(d, "agent.log")),
         "working-set-changes": len(schedule) - len(guests),
         "to-memory": to_memory,
-        "series": {"given-back": given_back, "balloons": balloons,
+        "series": {"given-back": given_back, "cgroup": cgroup, "balloons": balloons,
                    "working-set": working_set, "throughput": throughput},
         "budget-mib": run["budget-kib"] / 1024,
         "filled-mib": run["filled-kib"] / 1024,
@@ -174,9 +186,9 @@ def main():
         worst = ("never" if None in run["to-memory"]
                  else max(run["to-memory"], default=0))
         rows.append([run["policy"], r(run["given-back-avg-mib"]), r(run["given-back-end-mib"]),
-                     r(rel), run["swap-ins"], run["refaults"], run["oom-kills"],
-                     run["guests-lost"], run["host-swap-out-pages"], run["cgroup-failcnt"],
-                     run["reversals"], worst])
+                     r(run["cgroup-avg-mib"]), r(run["cgroup-end-mib"]), r(rel),
+                     run["swap-ins"], run["refaults"], run["oom-kills"], run["guests-lost"],
+                     run["host-swap-out-pages"], run["cgroup-failcnt"], run["reversals"], worst])
 
     notes = [
         f"3 Debian guests of 1024 MiB, their QEMUs in one memory cgroup limited to "
@@ -187,7 +199,9 @@ def main():
         "the cgroup holding "
         + " / ".join(f"{run['filled-mib']:.0f}" for run in runs)
         + " MiB when the budget was set",
-        "given back: the guests' maxima less their balloons; throughput: redis commands "
+        "given back: the guests' maxima less their balloons, what the guests gave up; "
+        "cgroup: the VMs' memory cgroup usage, what the host holds for them; "
+        "throughput: redis commands "
         "per guest-second relative to static; swap-ins, refaults (anon + file) and OOM "
         "kills: the guests' /proc/vmstat deltas; host swap-outs: the host's pswpout; "
         "limit hits: the cgroup's failcnt",
@@ -195,6 +209,12 @@ def main():
         "s to memory: worst time from a working-set jump until the guest's swap-ins stay "
         f"under {CALM_SWAP_IN_RATE}/s for 10 s (never: not within the run)",
     ]
+    static = by_name.get("static")
+    if static and static["cgroup-avg-mib"] is not None:
+        notes.append("host view: against static, the VMs' cgroup held on average "
+                     + ", ".join(f"{run['cgroup-avg-mib'] - static['cgroup-avg-mib']:+.0f} MiB "
+                                 f"under {run['policy']}"
+                                 for run in runs if run is not static))
     mom, kst = by_name.get("mom"), by_name.get("kstaled")
     if mom and kst and static_ops:
         freed = (kst["given-back-avg-mib"] or 0) / mom["given-back-avg-mib"] \
@@ -204,6 +224,10 @@ def main():
             ("kstaled frees >= 1.5x what mom frees (time-averaged)",
              freed is not None and freed >= 1.5,
              "no memory freed by mom" if freed is None else f"{freed:.2f}x"),
+            ("the host holds less for the VMs under kstaled than under static "
+             "(cgroup, time-averaged)",
+             kst["cgroup-avg-mib"] < static["cgroup-avg-mib"],
+             f"{kst['cgroup-avg-mib']:.0f} against {static['cgroup-avg-mib']:.0f} MiB"),
             ("kstaled throughput within 5 % of static", rel >= 95, f"{rel:.1f} %"),
             ("no guest OOM kill under kstaled", kst["oom-kills"] == 0 and not kst["guests-lost"],
              f"{kst['oom-kills']} kills, {kst['guests-lost']} guests lost"),
@@ -219,8 +243,9 @@ def main():
     panels = []
     for run in runs:
         s = run["series"]
-        lines = {"given back": s["given-back"]}
-        styles = {"given back": {"color": "black", "linewidth": 2}}
+        lines = {"given back": s["given-back"], "VMs' cgroup": s["cgroup"]}
+        styles = {"given back": {"color": "black", "linewidth": 2},
+                  "VMs' cgroup": {"color": "grey", "linewidth": 2}}
         # A guest's balloon and its hot set in one colour.
         for i, g in enumerate(s["balloons"]):
             lines[f"{g[-1]} balloon"] = s["balloons"][g]
@@ -245,6 +270,7 @@ def main():
         "section": 6, "name": "policies",
         "title": "Balloon policies side by side (3 guests, overcommitted cgroup)",
         "columns": ["policy", "given back avg MiB", "given back end MiB",
+                    "cgroup avg MiB", "cgroup end MiB",
                     "throughput % of static", "swap-ins", "refaults", "OOM kills",
                     "guests lost", "host swap-outs", "limit hits", "reversals",
                     "worst s to memory"],
