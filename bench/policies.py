@@ -60,6 +60,11 @@ def delta(samples, key):
                for (_, v0), (_, v1) in zip(samples, samples[1:]))
 
 
+def average(series):
+    """The mean value of a [[t, value], ...] series; None if empty."""
+    return sum(v for _, v in series) / len(series) if series else None
+
+
 def reversals(agent_log):
     """Balloon requests in the other direction than the domain's last."""
     last, count = {}, 0
@@ -144,9 +149,9 @@ def policy_run(work, policy):
     ops = [total("commands"), sum(s[-1][0] - s[0][0] for g, s in samples.items() if g not in lost)]
     return {
         "policy": policy,
-        "given-back-avg-mib": sum(v for _, v in given_back) / len(given_back) if given_back else None,
+        "given-back-avg-mib": average(given_back),
         "given-back-end-mib": given_back[-1][1] if given_back else None,
-        "cgroup-avg-mib": sum(v for _, v in cgroup) / len(cgroup) if cgroup else None,
+        "cgroup-avg-mib": average(cgroup),
         "cgroup-end-mib": cgroup[-1][1] if cgroup else None,
         # commands per guest-second, over the guests that survived
         "ops-per-second": ops[0] / (ops[1] / len(guests)) if ops[0] and ops[1] else None,
