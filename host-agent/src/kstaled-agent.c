@@ -1461,7 +1461,11 @@ kstaled_agent_run (KstaledAgent *agent, GError **error)
 {
   guint signals[3];
   gboolean ok = TRUE;
+  g_autofree gchar *thp_warning = kstaled_host_check_thp (KSTALED_HOST_THP_DIR);
 
+  /* Once per start: the administrator's to fix, not the agent's. */
+  if (thp_warning != NULL)
+    g_warning ("%s", thp_warning);
   register_libvirt_events ();
   /* The metrics endpoint's I/O follows the thread-default context. */
   g_main_context_push_thread_default (agent->context);

@@ -511,6 +511,82 @@ kstaled_host_allocate_shortfall (KstaledVmRecord *vms, guint n,
   return shortfall_kib;
 }
 
+/* The selected value of a sysfs choice ("always [madvise] never"), if it
+ * is one of @known. */
+static const char *
+thp_choice (const char *text, const char *const *known)
+{
+  const char *open = strchr (text, '[');
+  const char *close = open ? strchr (open, ']') : NULL;
+
+  if (close == NULL)
+    return NULL;
+  for (guint i = 0; known[i]; i++)
+    if (strlen (known[i]) == (gsize) (close - open - 1) &&
+        strncmp (open + 1, known[i], close - open - 1) == 0)
+      return known[i];
+  return NULL;
+}
+
+gboolean
+kstaled_host_parse_thp (const char *enabled, const char *pmd_enabled,
+                        gboolean *huge_guest_ram, GError **error)
+{
+  static const char *const global[] = { "always", "madvise", "never", NULL };
+  static const char *const per_size[] = { "always", "inherit", "madvise",
+                                          "never", NULL };
+  const char *choice = thp_choice (enabled, global);
+  const char *pmd_choice = pmd_enabled ? thp_choice (pmd_enabled, per_size)
+                                       : "inherit";
+
+  if (choice == NULL || pmd_choice == NULL)
+    return parse_error (error, "transparent_hugepage/enabled is none of "
+                        "always, madvise, never (or inherit per size)");
+  if (!g_str_equal (pmd_choice, "inherit"))
+    choice = pmd_choice;
+  *huge_guest_ram = !g_str_equal (choice, "never");
+  return TRUE;
+}
+
+gchar *
+kstaled_host_check_thp (const char *dir)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *pmd_size = NULL, *pmd_enabled = NULL, *enabled = NULL;
+  gboolean huge_guest_ram;
+  guint64 pmd_bytes;
+
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    return NULL;
+  pmd_size = read_small_file (dir, "hpage_pmd_size", NULL);
+  if (pmd_size != NULL &&
+      g_ascii_string_to_unsigned (g_strstrip (pmd_size), 10, 1, G_MAXUINT32,
+                                  &pmd_bytes, NULL))
+    {
+      g_autofree gchar *name = g_strdup_printf ("hugepages-%" G_GUINT64_FORMAT
+                                                "kB", pmd_bytes / 1024);
+      g_autofree gchar *pmd_dir = g_build_filename (dir, name, NULL);
+
+      /* Kernels before 6.8 have no per-size settings. */
+      if (g_file_test (pmd_dir, G_FILE_TEST_IS_DIR))
+        pmd_enabled = read_small_file (pmd_dir, "enabled", &error);
+    }
+  if (error == NULL)
+    enabled = read_small_file (dir, "enabled", &error);
+  if (enabled == NULL ||
+      !kstaled_host_parse_thp (enabled, pmd_enabled, &huge_guest_ram, &error))
+    return g_strdup_printf ("cannot tell whether guest RAM is backed by "
+                            "huge pages: %s", error->message);
+  if (!huge_guest_ram)
+    return NULL;
+  return g_strdup_printf ("transparent huge pages are on for guest RAM: "
+                          "the host gets back little of what the balloons "
+                          "free (4 KiB pages inside 2 MiB ones), and a "
+                          "ballooned guest may cost it more than an "
+                          "unballooned one.  Set %s/enabled to never on "
+                          "hosts that balloon (docs/balloon-policy.md)", dir);
+}
+
 const char *
 kstaled_host_level_to_string (KstaledHostLevel level)
 {

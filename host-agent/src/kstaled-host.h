@@ -12,8 +12,8 @@
  * available minus a reserve (kstaled_host_grant), so the sum of granted
  * deflations never exceeds what the host can back.
  *
- * Everything but kstaled_host_read and kstaled_host_poll is pure: no I/O,
- * no clock. */
+ * Everything but kstaled_host_read, kstaled_host_poll and
+ * kstaled_host_check_thp is pure: no I/O, no clock. */
 #pragma once
 
 #include <glib.h>
@@ -121,5 +121,23 @@ guint64 kstaled_host_allocate_shortfall (KstaledVmRecord *vms, guint n,
                                          guint64 shortfall_kib);
 
 const char *kstaled_host_level_to_string (KstaledHostLevel level);
+
+/* Where the host's transparent huge page settings are. */
+#define KSTALED_HOST_THP_DIR "/sys/kernel/mm/transparent_hugepage"
+
+/* Whether the host backs guest RAM with transparent huge pages: QEMU
+ * madvises guest RAM MADV_HUGEPAGE, so it does unless PMD-size THP is
+ * "never".  Ballooning then gives the host little: the balloon hands back
+ * 4 KiB pages inside 2 MiB ones, which stay allocated until the host splits
+ * them, while each guest touch of a 2 MiB range the host never backed
+ * costs a whole huge page (docs/balloon-policy.md).  @enabled: the contents
+ * of transparent_hugepage/enabled; @pmd_enabled: of hugepages-<PMD
+ * size>kB/enabled (Linux 6.8 and later; NULL before). */
+gboolean kstaled_host_parse_thp (const char *enabled, const char *pmd_enabled,
+                                 gboolean *huge_guest_ram, GError **error);
+/* Reads the settings under @dir (KSTALED_HOST_THP_DIR); NULL when guest
+ * RAM gets no huge pages (or the kernel has no THP), otherwise what to
+ * tell the host's administrator. */
+gchar *kstaled_host_check_thp (const char *dir);
 
 G_END_DECLS

@@ -174,9 +174,10 @@ test_read_cgroup_dir (void)
   kstaled_host_config_clear (&config);
 }
 
-/* The files of a cgroup directory; NULL values are removed. */
+/* Files in @dir (a cgroup, transparent_hugepage); NULL values are
+ * removed. */
 static void
-write_cgroup (const char *dir, const char *const *names,
+write_files (const char *dir, const char *const *names,
               const char *const *values, guint n)
 {
   for (guint i = 0; i < n; i++)
@@ -211,18 +212,102 @@ test_read_cgroup_v1 (void)
   kstaled_host_config_init (&config);
   g_free (config.source);
   config.source = g_strdup (dir);
-  write_cgroup (dir, names, limited, 3);
+  write_files (dir, names, limited, 3);
   g_assert_true (kstaled_host_read (&config, &r, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (r.total_kib, ==, 6 * GIB);
   g_assert_cmpuint (r.available_kib, ==, 2 * GIB);
   g_assert_false (r.has_psi);
-  write_cgroup (dir, names, unlimited, 3);
+  write_files (dir, names, unlimited, 3);
   g_assert_false (kstaled_host_read (&config, &r, &error));
   g_assert_nonnull (error);
-  write_cgroup (dir, names, none, 3);
+  write_files (dir, names, none, 3);
   g_assert_cmpint (g_rmdir (dir), ==, 0);
   kstaled_host_config_clear (&config);
+}
+
+static void
+test_parse_thp (void)
+{
+  /* enabled, hugepages-2048kB/enabled (NULL: before 6.8), whether guest
+   * RAM (madvised by QEMU) gets huge pages */
+  const struct {
+    const char *enabled, *pmd_enabled;
+    gboolean huge;
+  } cases[] = {
+    { "always [madvise] never\n", "always [inherit] madvise never\n",
+      TRUE },                                   /* Debian 12's defaults */
+    { "always [madvise] never\n", "always inherit madvise [never]\n", FALSE },
+    { "always [madvise] never\n", NULL, TRUE },
+    { "[always] madvise never\n", NULL, TRUE },
+    { "always madvise [never]\n", NULL, FALSE },
+    { "always madvise [never]\n", "always [inherit] madvise never\n", FALSE },
+    { "always madvise [never]\n", "always inherit [madvise] never\n", TRUE },
+  };
+  const char *bad[][2] = {
+    { "always madvise never\n", NULL },          /* nothing selected */
+    { "always [sometimes] never\n", NULL },
+    { "always [inherit] never\n", NULL },        /* per size only */
+    { "always [madvise] never\n", "[inherit\n" },
+    { "", NULL },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      gboolean huge = !cases[i].huge;
+
+      g_assert_true (kstaled_host_parse_thp (cases[i].enabled,
+                                             cases[i].pmd_enabled, &huge,
+                                             &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (huge, ==, cases[i].huge);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      gboolean huge;
+
+      g_assert_false (kstaled_host_parse_thp (bad[i][0], bad[i][1], &huge,
+                                              &error));
+      g_assert_nonnull (error);
+    }
+}
+
+static void
+test_check_thp_dir (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("kstaled-thp-XXXXXX", &error);
+  g_autofree gchar *pmd = g_build_filename (dir, "hugepages-2048kB", NULL);
+  const char *names[] = { "enabled", "hpage_pmd_size",
+                          "hugepages-2048kB/enabled" };
+  const char *huge[] = { "always [madvise] never\n", "2097152\n",
+                         "always [inherit] madvise never\n" };
+  const char *pmd_never[] = { "always [madvise] never\n", "2097152\n",
+                              "always inherit madvise [never]\n" };
+  const char *garbled[] = { "[madvise\n", "2097152\n", NULL };
+  const char *none[] = { NULL, NULL, NULL };
+  g_autofree gchar *warning = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (g_mkdir (pmd, 0700), ==, 0);
+  write_files (dir, names, huge, G_N_ELEMENTS (names));
+  warning = kstaled_host_check_thp (dir);
+  g_assert_nonnull (strstr (warning, "transparent huge pages are on"));
+  g_assert_nonnull (strstr (warning, "/enabled to never"));
+  g_clear_pointer (&warning, g_free);
+  write_files (dir, names, pmd_never, G_N_ELEMENTS (names));
+  g_assert_null (kstaled_host_check_thp (dir));
+  /* A file the agent cannot read is said, not taken as "all is well". */
+  write_files (dir, names, garbled, G_N_ELEMENTS (names));
+  warning = kstaled_host_check_thp (dir);
+  g_assert_nonnull (strstr (warning, "cannot tell"));
+  write_files (dir, names, none, G_N_ELEMENTS (names));
+  g_assert_cmpint (g_rmdir (pmd), ==, 0);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+  /* No THP in the kernel: no huge pages. */
+  g_assert_null (kstaled_host_check_thp (dir));
 }
 
 static void
@@ -350,6 +435,8 @@ main (int argc, char **argv)
   g_test_add_func ("/host/parse-cgroup", test_parse_cgroup);
   g_test_add_func ("/host/read-cgroup-dir", test_read_cgroup_dir);
   g_test_add_func ("/host/read-cgroup-v1", test_read_cgroup_v1);
+  g_test_add_func ("/host/parse-thp", test_parse_thp);
+  g_test_add_func ("/host/check-thp-dir", test_check_thp_dir);
   g_test_add_func ("/host/levels-and-grants", test_levels_and_grants);
   g_test_add_func ("/host/allocate-shortfall", test_allocate_shortfall);
   g_test_add_func ("/host/round-records", test_round_records);
