@@ -160,6 +160,8 @@ def policy_run(work, policy):
         "oom-kills": (total("oom_kill") or 0),
         "guests-lost": len(lost),
         "host-swap-out-pages": run["host-swap-out-pages"],
+        "host-thp": run["host-thp"],
+        "host-thp-faults": run["host-thp-faults"],
         "cgroup-failcnt": run["cgroup-failcnt"],
         "cgroup-oom-kills": run["cgroup-oom-kills"],
         "reversals": reversals(os.path.join(d, "agent.log")),
@@ -193,7 +195,8 @@ def main():
         rows.append([run["policy"], r(run["given-back-avg-mib"]), r(run["given-back-end-mib"]),
                      r(run["cgroup-avg-mib"]), r(run["cgroup-end-mib"]), r(rel),
                      run["swap-ins"], run["refaults"], run["oom-kills"], run["guests-lost"],
-                     run["host-swap-out-pages"], run["cgroup-failcnt"], run["reversals"], worst])
+                     run["host-swap-out-pages"], run["host-thp-faults"], run["cgroup-failcnt"],
+                     run["reversals"], worst])
 
     notes = [
         f"3 Debian guests of 1024 MiB, their QEMUs in one memory cgroup limited to "
@@ -209,7 +212,11 @@ def main():
         "throughput: redis commands "
         "per guest-second relative to static; swap-ins, refaults (anon + file) and OOM "
         "kills: the guests' /proc/vmstat deltas; host swap-outs: the host's pswpout; "
+        "host THP faults: 2 MiB pages the host faulted in for the VMs during the run; "
         "limit hits: the cgroup's failcnt",
+        "host transparent huge pages: "
+        + " / ".join(sorted({run["host-thp"] for run in runs}))
+        + " (docs/balloon-policy.md: with THP on, the balloons give the host little)",
         "reversals: agent requests in the other direction than the domain's last; "
         "s to memory: worst time from a working-set jump until the guest's swap-ins stay "
         f"under {CALM_SWAP_IN_RATE}/s for 10 s (never: not within the run)",
@@ -277,7 +284,8 @@ def main():
         "columns": ["policy", "given back avg MiB", "given back end MiB",
                     "cgroup avg MiB", "cgroup end MiB",
                     "throughput % of static", "swap-ins", "refaults", "OOM kills",
-                    "guests lost", "host swap-outs", "limit hits", "reversals",
+                    "guests lost", "host swap-outs", "host THP faults", "limit hits",
+                    "reversals",
                     "worst s to memory"],
         "rows": rows, "notes": notes, "timeseries": panels,
         "raw": {run["policy"]: {k: v for k, v in run.items() if k != "series"} for run in runs},

@@ -12,6 +12,10 @@
 # boots the guests afresh from the same image, fills them the same way
 # with no limit on the cgroup, then runs KSTALED_BENCH_POLICY_SECONDS
 # (default 420) under the budget.
+# The host is set up for ballooning as docs/balloon-policy.md says: its
+# transparent huge pages are KSTALED_BENCH_HOST_THP (default never,
+# restored at the end), as with THP on the balloons give the host little
+# back; "host" keeps the host's setting, to measure that.
 # bench/policies.py turns the runs into OUTDIR/section-6-policies.json;
 # the runs' raw data stay in OUTDIR/section-6-policies/POLICY/.
 set -euo pipefail
@@ -27,6 +31,13 @@ run_seconds=${KSTALED_BENCH_POLICY_SECONDS:-420}
 # and restored between the policies: a QEMU being saved or restored under
 # a budget grew to its whole guest (6.18 host) and the host killed it.
 budget_mib=${KSTALED_BENCH_BUDGET_MIB:-2560}
+thp=/sys/kernel/mm/transparent_hugepage
+bench_thp=${KSTALED_BENCH_HOST_THP:-never}
+# selected_thp: the value selected in transparent_hugepage/enabled.
+selected_thp() {
+	sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled
+}
+host_thp=$(selected_thp)
 policies=(static mom proxmox kstaled)
 guests=(kstaled-bench-a kstaled-bench-b kstaled-bench-c)
 # 4092 B values: with redis' string header they fill jemalloc's 4 KiB
@@ -111,9 +122,13 @@ cleanup() {
 	fi
 	libvirt_stop
 	[ ! -d "$cgroup" ] || rmdir "$cgroup" 2>/dev/null || true
+	echo "$host_thp" >$thp/enabled
 }
 trap 'cleanup $?' EXIT
 
+[ "$bench_thp" = host ] || echo "$bench_thp" >$thp/enabled ||
+	die "cannot set $thp/enabled to $bench_thp"
+log "policies: host transparent huge pages: $(selected_thp)"
 libvirt_start
 libvirtd_pid=$(pgrep -xo libvirtd) || die "no libvirtd process"
 mkdir -p "$cgroup"
@@ -169,6 +184,7 @@ for policy in "${policies[@]}"; do
 	failcnt0=$(counter "$cgroup/memory.failcnt")
 	oom0=$(counter "$cgroup/memory.oom_control" oom_kill)
 	pswpout0=$(counter /proc/vmstat pswpout)
+	thp_faults0=$(counter /proc/vmstat thp_fault_alloc)
 	agent_start
 	log "policies: $policy running"
 
@@ -211,11 +227,15 @@ $(tail -20 "$agent_log")"
 		--argjson cgroup_failcnt $(($(counter "$cgroup/memory.failcnt") - failcnt0)) \
 		--argjson cgroup_oom_kills $(($(counter "$cgroup/memory.oom_control" oom_kill) - oom0)) \
 		--argjson host_swap_out $(($(counter /proc/vmstat pswpout) - pswpout0)) \
+		--argjson host_thp_faults $(($(counter /proc/vmstat thp_fault_alloc) - thp_faults0)) \
+		--arg host_thp "$(selected_thp)" \
 		'{policy: $policy, start: $start, seconds: $seconds, "mem-kib": $mem_kib,
 		  "value-bytes": $value_bytes, "budget-kib": $budget_kib,
 		  "filled-kib": $filled_kib,
 		  "cgroup-failcnt": $cgroup_failcnt, "cgroup-oom-kills": $cgroup_oom_kills,
-		  "host-swap-out-pages": $host_swap_out}' >"$dir/run.json"
+		  "host-swap-out-pages": $host_swap_out, "host-thp": $host_thp,
+		  "host-thp-faults": $host_thp_faults}' \
+		>"$dir/run.json"
 	rm -f "$dir/state.json"
 done
 /usr/bin/python3 "$KSTALED_TOP/bench/policies.py" "$work" "${policies[@]}" \
