@@ -2,6 +2,9 @@
 echo "kernel $(uname -r)"
 grep -q ' /sys/fs/cgroup ' /proc/mounts
 grep -qw memory /sys/fs/cgroup/cgroup.subtree_control
+# kstaled keeps its state in page_ext (tests/guest/kstaled-off.sh: not
+# allocated with kstaled=off).
+dmesg | grep "bytes of page_ext"
 memload --size 8 --hot 2 --cgroup /sys/fs/cgroup/boot-check &
 pid=$!
 sleep 1

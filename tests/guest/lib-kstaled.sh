@@ -76,6 +76,26 @@ memload_start() {
 	memload_pid=$tool_pid
 }
 
+# idle_region_start CGROUP MIB: scan every second and start memload with
+# MIB MiB in CGROUP, touched once: referenced at kstaled's first scan,
+# idle from then on.  Sets memload_pid, region_addr, and region and
+# tolerance (5 % of it) in bytes.
+idle_region_start() {
+	region=$(($2 * MiB))
+	tolerance=$((region / 20))
+	echo 1 >/sys/kernel/mm/kstaled/scan_seconds
+	memload_start /tmp/memload.log --cgroup "$1" --size "$2" --hot 0
+	region_addr=$(sed -n 's/.* addr=\(0x[0-9a-f]*\).*/\1/p' /tmp/memload.log)
+}
+
+# expect_region_idle CGROUP SCANS WHEN: wait SCANS more scans, then expect
+# the whole region in idle_5 (WHEN says at which step of the test).
+expect_region_idle() {
+	kstaled_wait_scans "$1" "$2"
+	cat "$1/memory.idle_page_stats"
+	expect_near "idle_5 $3" "$(kstaled_idle "$1" 5)" "$region" "$tolerance"
+}
+
 # fragment_memory ORDER: leave the guest no free block of ORDER pages or
 # more that a kernel allocation could take (tests/guest/fragment.c), with
 # compaction, which would undo it, kept away.  Sets fragment_pid.

@@ -3,7 +3,7 @@
  * pagestate - what the kernel's page frame interfaces say about a range of
  * a process's memory, for the in-guest tests.
  *
- *   pagestate [--mark-idle] [--kpf BIT]... PID ADDR BYTES
+ *   pagestate [--mark-idle] [--kpf BIT]... [--pfns FILE] PID ADDR BYTES
  *
  * Resolves each page of [ADDR, ADDR + BYTES) of PID to its page frame
  * through /proc/PID/pagemap, then prints one line
@@ -13,7 +13,10 @@
  * counting present pages whose bit in /sys/kernel/mm/page_idle/bitmap is
  * set, those the bitmap cannot track (the last pfns, see page_idle_word())
  * and those with each /proc/kpageflags BIT set.  --mark-idle first
- * sets the page_idle bit of every present page of the range.
+ * sets the page_idle bit of every present page of the range.  --pfns
+ * writes the page frame number of each page of the range to FILE, one per
+ * line (0 for a page that is not present), so that a test can tell which
+ * pages migration moved.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -89,6 +92,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "mark-idle", no_argument, NULL, 'm' },
 		{ "kpf", required_argument, NULL, 'k' },
+		{ "pfns", required_argument, NULL, 'p' },
 		{ 0 }
 	};
 	unsigned int kpf_bits[MAX_KPF_BITS], nr_kpf = 0, i;
@@ -97,6 +101,8 @@ int main(int argc, char **argv)
 	int pagemap, bitmap, kpageflags = -1, c;
 	long page_size = sysconf(_SC_PAGESIZE);
 	bool mark_idle = false;
+	const char *pfns_path = NULL;
+	FILE *pfns = NULL;
 	char pagemap_path[64];
 
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -112,8 +118,12 @@ int main(int argc, char **argv)
 				die("--kpf %u: kpageflags has bits 0 to 63", kpf_bits[nr_kpf]);
 			nr_kpf++;
 			break;
+		case 'p':
+			pfns_path = optarg;
+			break;
 		default:
-			fputs("usage: pagestate [--mark-idle] [--kpf BIT]... PID ADDR BYTES\n", stderr);
+			fputs("usage: pagestate [--mark-idle] [--kpf BIT]... [--pfns FILE] PID ADDR BYTES\n",
+			      stderr);
 			return 2;
 		}
 	}
@@ -130,12 +140,16 @@ int main(int argc, char **argv)
 	bitmap = open_or_die(page_idle_bitmap, mark_idle ? O_RDWR : O_RDONLY);
 	if (nr_kpf)
 		kpageflags = open_or_die("/proc/kpageflags", O_RDONLY);
+	if (pfns_path && !(pfns = fopen(pfns_path, "w")))
+		die("cannot open %s: %s", pfns_path, strerror(errno));
 
 	for (page = 0; page < pages; page++) {
 		uint64_t entry = read_u64(pagemap, pagemap_path,
 					  addr / (uint64_t)page_size + page);
 		uint64_t pfn = entry & PAGEMAP_PFN_MASK, flags;
 
+		if (pfns)
+			fprintf(pfns, "%" PRIu64 "\n", entry & PAGEMAP_PRESENT ? pfn : 0);
 		if (!(entry & PAGEMAP_PRESENT))
 			continue;
 		/* A zero pfn of a present page: no CAP_SYS_ADMIN. */
@@ -155,6 +169,8 @@ int main(int argc, char **argv)
 			kpf_count[i] += flags >> kpf_bits[i] & 1;
 	}
 
+	if (pfns && (ferror(pfns) | fclose(pfns)))
+		die("cannot write %s: %s", pfns_path, strerror(errno));
 	printf("pagestate: pages=%" PRIu64 " present=%" PRIu64 " idle=%" PRIu64
 	       " untracked=%" PRIu64, pages, present, idle, untracked);
 	for (i = 0; i < nr_kpf; i++)
