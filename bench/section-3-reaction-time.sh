@@ -20,9 +20,16 @@ domain=kstaled-bench-reaction
 events=$agent_dir/events
 trap 'rc=$?; kill $(jobs -p) 2>/dev/null || true; agent_cleanup $rc; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
-# The agent tests' settings for this workload: a floor of 256 MiB keeps
-# the page cache resident, and stale, while the guest is shrunk.
-agent_config --domains "$domain" min-memory-mib=256 stale-drop-mib=16
+# The settings of the agent test with this workload (the wake domain of
+# tests/agent/test-agent-balloon.sh): the device scans every second and
+# memory idle for 5 scans is cold, so that the guest is shrunk before the
+# jump (by default 120 scans make memory cold, and nothing shrinks before
+# then); a floor of 256 MiB keeps the page cache resident, and stale,
+# while the guest is shrunk.
+agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
+	headroom-percent=10 headroom-mib=32 \
+	min-memory-mib=256 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
+	stale-drop-mib=16 emergency-stale-drop-percent=5 pressure-holdoff=60
 console=$(domain_start "$domain" 512 \
 	"kstaled_vm.run=bench-agent kstaled_vm.workload=wake kstaled_vm.idle_seconds=$idle_seconds")
 wait_for_file_line "$console" '^memload: ready' 120 ||

@@ -18,10 +18,15 @@ mem_mib=512 hot_mib=40
 domain=kstaled-bench-savings
 trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
-# The agent's defaults but for its floor (512 MiB by default, the whole
-# guest here) and the swap-backed memory it may reclaim: the workload is
-# anonymous, with a zram swap device.
-agent_config --domains "$domain" min-memory-mib=128 reclaim-swap-backed=true
+# The agent integration tests' settings (tests/agent/test-agent-balloon.sh):
+# the device scans every second and memory idle for 5 scans is cold, so
+# that the guest shrinks within the run (by default 120 scans make memory
+# cold, and nothing shrinks before then); a floor of 128 MiB; swap-backed
+# memory reclaimable, since the workload is anonymous, with zram swap.
+agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
+	headroom-percent=10 headroom-mib=32 \
+	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
+	pressure-holdoff=60 reclaim-swap-backed=true
 console=$(domain_start "$domain" $mem_mib \
 	"kstaled_vm.run=bench-agent kstaled_vm.workload=idle")
 wait_for_file_line "$console" '^memload: ready' 120 ||
@@ -54,7 +59,7 @@ jq -n --argjson mem_kib $((mem_mib * 1024)) --argjson hot_kib $((hot_mib * 1024)
 	rows: [[$mem_kib / 1024, r($idle_kib / 1024), r($taken_kib / 1024),
 		r($taken_kib * 100 / $idle_kib), r($actual_kib / 1024), $swap_in, $major,
 		$oom]],
-	notes: ["truly idle: MemAvailable before the workload minus its 40 MiB hot set; reclaimed: the guest maximum minus the balloon after \($settle) s of the agent (default policy polled every second, floor 128 MiB, swap-backed memory reclaimable)",
+	notes: ["truly idle: MemAvailable before the workload minus its 40 MiB hot set; reclaimed: the guest maximum minus the balloon after \($settle) s of the agent (kstaled policy polled every second, cold after 5 scans of 1 s, floor 128 MiB, swap-backed memory reclaimable, as in tests/agent/test-agent-balloon.sh)",
 		"swap-ins, major faults and OOM kills are the guest'"'"'s /proc/vmstat deltas over the run"],
 	plot: {x: "guest MiB", y: ["truly idle MiB", "reclaimed MiB"], ylabel: "MiB"},
 	raw: {available_kib: $available_kib, actual_kib: $actual_kib, agent_state: $state[0]}
