@@ -26,7 +26,10 @@ expect_region_idle $cg 8 "before hotplug"
 
 pagestate --pfns /tmp/pfns.before "$memload_pid" "$region_addr" $region
 for state in offline online; do
-	echo $state >"$block/state" || fail "cannot set $block $state"
+	if ! echo $state >"$block/state"; then
+		grep -i kernel /proc/iomem
+		fail "cannot set $block $state"
+	fi
 	[ "$(cat "$block/state")" = $state ] || fail "$block is $(cat "$block/state"), not $state"
 	if [ $state = offline ]; then
 		pagestate --pfns /tmp/pfns.after "$memload_pid" "$region_addr" $region
