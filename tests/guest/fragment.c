@@ -3,12 +3,15 @@
  * fragment - leave the guest no free block of memory of a given order or
  * above, as a guest that has run for long can be.
  *
- * Usage: fragment ORDER
+ * Usage: fragment ORDER [STRIDE]
  *
- * It takes all but 32 MiB of free memory in base pages and gives back the
- * pages at odd page frame numbers (from /proc/self/pagemap): their buddies
- * stay allocated, so what it gives back can serve no allocation above
- * order 0.  The larger blocks left in the 32 MiB (and in the free lists
+ * It takes all but 32 MiB of free memory in base pages and keeps only the
+ * pages whose page frame number (from /proc/self/pagemap) is a multiple of
+ * STRIDE (a power of two, 2 by default), giving back the rest: with STRIDE
+ * 2 what it gives back can serve no allocation above order 0; with STRIDE
+ * 512 every 2 MiB page block stays partly in use, with free blocks of up
+ * to order 8 in it, where compaction can move folios of any size.  The
+ * larger blocks left in the 32 MiB (and in the free lists
  * user pages do not take from) then go to io_uring instances: the kernel
  * allocates each one's rings physically contiguous when it can, two blocks
  * of 1 MiB (order 8) at 16384 entries.  It creates rings until
@@ -88,8 +91,11 @@ static unsigned long free_blocks_from(int order)
 	return total;
 }
 
-/* Populate @len bytes of base pages, then free those at odd frame numbers. */
-static size_t take_even_frames(size_t len)
+/*
+ * Populate @len bytes of base pages, then free those whose frame number is
+ * not a multiple of @stride.
+ */
+static size_t take_frames(size_t len, uint64_t stride)
 {
 	long page_size = sysconf(_SC_PAGESIZE);
 	size_t pages = len / (size_t)page_size, i, freed = 0;
@@ -125,7 +131,7 @@ static size_t take_even_frames(size_t len)
 
 		if (!(entries[i] >> 63) || !pfn)
 			die("page %zu is not present or its frame number is hidden", i);
-		if (!(pfn & 1))
+		if (!(pfn & (stride - 1)))
 			continue;
 		if (madvise(region + i * (size_t)page_size, (size_t)page_size, MADV_DONTNEED))
 			die("madvise(MADV_DONTNEED): %s", strerror(errno));
@@ -137,21 +143,27 @@ static size_t take_even_frames(size_t len)
 
 int main(int argc, char **argv)
 {
-	unsigned long before, left;
+	unsigned long before, left, stride = 2;
 	size_t free_bytes, held;
 	int order, rings = 0;
 	char *end;
 
-	if (argc != 2)
-		die("usage: fragment ORDER");
+	if (argc != 2 && argc != 3)
+		die("usage: fragment ORDER [STRIDE]");
 	order = (int)strtol(argv[1], &end, 10);
 	if (*end || end == argv[1] || order < 1 || order > 10)
 		die("ORDER must be 1 to 10, not '%s'", argv[1]);
+	if (argc == 3) {
+		stride = strtoul(argv[2], &end, 10);
+		if (*end || end == argv[2] || stride < 2 || stride > 512 ||
+		    (stride & (stride - 1)))
+			die("STRIDE must be a power of two from 2 to 512, not '%s'", argv[2]);
+	}
 
 	free_bytes = meminfo_bytes("MemFree");
 	if (free_bytes < 2 * MARGIN_BYTES)
 		die("only %zu MiB free", free_bytes >> 20);
-	held = take_even_frames(free_bytes - MARGIN_BYTES);
+	held = take_frames(free_bytes - MARGIN_BYTES, stride);
 
 	left = free_blocks_from(order);
 	while (left && rings < MAX_RINGS) {
@@ -165,8 +177,8 @@ int main(int argc, char **argv)
 		if (left >= before)
 			break;
 	}
-	printf("fragment: ready pid=%d order=%d held_bytes=%zu rings=%d order_blocks_left=%lu\n",
-	       getpid(), order, held, rings, left);
+	printf("fragment: ready pid=%d order=%d stride=%lu held_bytes=%zu rings=%d order_blocks_left=%lu\n",
+	       getpid(), order, stride, held, rings, left);
 	fflush(stdout);
 	for (;;)
 		pause();

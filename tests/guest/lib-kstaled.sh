@@ -96,13 +96,27 @@ expect_region_idle() {
 	expect_near "idle_5 $3" "$(kstaled_idle "$1" 5)" "$region" "$tolerance"
 }
 
-# fragment_memory ORDER: leave the guest no free block of ORDER pages or
-# more that a kernel allocation could take (tests/guest/fragment.c), with
-# compaction, which would undo it, kept away.  Sets fragment_pid.
+# region_pfns FILE: the page frame of each page of the region, a line per
+# page, into FILE (from /proc/PID/pagemap).
+region_pfns() {
+	pagestate --pfns "$1" "$memload_pid" "$region_addr" "$region"
+}
+
+# pfns_moved BEFORE AFTER: how many pages of the region region_pfns found
+# in another page frame in AFTER than in BEFORE.
+pfns_moved() {
+	awk 'NR == FNR { before[FNR] = $1; next }
+		$1 != before[FNR] { n++ } END { print n + 0 }' "$1" "$2"
+}
+
+# fragment_memory ORDER [STRIDE]: leave the guest no free block of ORDER
+# pages or more that a kernel allocation could take, keeping one page in
+# STRIDE (tests/guest/fragment.c), with compaction, which would undo it,
+# kept away.  Sets fragment_pid.
 fragment_memory() {
 	echo 1000 >/proc/sys/vm/extfrag_threshold
 	echo 0 >/proc/sys/vm/compaction_proactiveness
-	tool_start /tmp/fragment.log fragment "$1"
+	tool_start /tmp/fragment.log fragment "$@"
 	fragment_pid=$tool_pid
 	cat /proc/buddyinfo
 }

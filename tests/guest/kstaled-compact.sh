@@ -1,0 +1,31 @@
+#!/bin/sh
+# kstaled-compact: ages follow folios that compaction migrates.
+# The guest boots with movablecore= so that user memory goes to a
+# ZONE_MOVABLE that is otherwise nearly empty: the region lands at the
+# bottom of it, where compaction's migration scanner starts, and the free
+# pages it moves them to are at the top.  A 32 MiB region touched once
+# sits in idle_5; /proc/sys/vm/compact_memory then moves most of its pages
+# to other page frames (/proc/PID/pagemap tells how many).  Two scans
+# later the whole region is still in idle_5: the moved folios kept their
+# ages, and the page frames they left did not keep a stale one.
+. /guest/lib-kstaled.sh
+cg=/sys/fs/cgroup/kstaled-compact
+idle_region_start $cg 32
+pages=$((region / 4096))
+# 5 scans old 6 scans after the first.
+expect_region_idle $cg 8 "before compaction"
+
+# Compaction moves folios only into page blocks partly in use, each into
+# a free block of its own size: keep one page in every 2 MiB page block
+# around the region and give back the rest.
+fragment_memory 10 512
+region_pfns /tmp/pfns.before
+echo 1 >/proc/sys/vm/compact_memory
+grep -E '^(compact_migrate_scanned|pgmigrate_success) ' /proc/vmstat
+region_pfns /tmp/pfns.after
+moved=$(pfns_moved /tmp/pfns.before /tmp/pfns.after)
+echo "compaction moved $moved of the region's $pages pages"
+[ "$moved" -ge $((pages / 2)) ] ||
+	fail "compaction moved only $moved of $pages pages: too few to test migration"
+expect_region_idle $cg 2 "after compaction"
+expect_near "idle after compaction" "$(kstaled_idle $cg)" $region $tolerance
