@@ -12,7 +12,6 @@
 . /guest/lib-kstaled.sh
 cg=/sys/fs/cgroup/kstaled-hotplug
 idle_region_start $cg 32
-pages=$((region / 4096))
 
 block=
 for dir in /sys/devices/system/memory/memory*; do
@@ -31,12 +30,7 @@ for state in offline online; do
 	fi
 	[ "$(cat "$block/state")" = $state ] || fail "$block is $(cat "$block/state"), not $state"
 	if [ $state = offline ]; then
-		region_pfns /tmp/pfns.after
-		moved=$(pfns_moved /tmp/pfns.before /tmp/pfns.after)
-		echo "offlining $block moved $moved of the region's $pages pages"
-		[ "$moved" -ge $((pages / 2)) ] ||
-			fail "offlining moved only $moved of $pages pages: too few to test migration"
+		expect_region_moved /tmp/pfns.before "offlining $block"
 	fi
 	expect_region_idle $cg 2 "after the block went $state"
-	expect_near "idle after the block went $state" "$(kstaled_idle $cg)" $region $tolerance
 done

@@ -20,4 +20,3 @@ printf '%d,%#x,%#x\n' "$memload_pid" "$region_addr" $((region_addr + region)) \
 	>/sys/kernel/debug/split_huge_pages
 [ "$(thp)" -lt $((4 * MiB)) ] || fail "$(thp) bytes are still huge pages after the split"
 expect_region_idle $cg 2 "after the split"
-expect_near "idle after the split" "$(kstaled_idle $cg)" $region $tolerance

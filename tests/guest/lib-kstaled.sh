@@ -89,11 +89,13 @@ idle_region_start() {
 }
 
 # expect_region_idle CGROUP SCANS WHEN: wait SCANS more scans, then expect
-# the whole region in idle_5 (WHEN says at which step of the test).
+# the whole region in idle_5 and nothing more of CGROUP idle (WHEN says at
+# which step of the test).
 expect_region_idle() {
 	kstaled_wait_scans "$1" "$2"
 	cat "$1/memory.idle_page_stats"
 	expect_near "idle_5 $3" "$(kstaled_idle "$1" 5)" "$region" "$tolerance"
+	expect_near "idle $3" "$(kstaled_idle "$1")" "$region" "$tolerance"
 }
 
 # region_pfns FILE: the page frame of each page of the region, a line per
@@ -102,11 +104,17 @@ region_pfns() {
 	pagestate --pfns "$1" "$memload_pid" "$region_addr" "$region"
 }
 
-# pfns_moved BEFORE AFTER: how many pages of the region region_pfns found
-# in another page frame in AFTER than in BEFORE.
-pfns_moved() {
-	awk 'NR == FNR { before[FNR] = $1; next }
-		$1 != before[FNR] { n++ } END { print n + 0 }' "$1" "$2"
+# expect_region_moved BEFORE WHAT: after WHAT, at least half of the
+# region's pages are in other page frames than region_pfns put in BEFORE,
+# enough to test what migration does to their ages.
+expect_region_moved() {
+	local pages=$((region / 4096)) moved
+	region_pfns /tmp/pfns.after
+	moved=$(awk 'NR == FNR { before[FNR] = $1; next }
+		$1 != before[FNR] { n++ } END { print n + 0 }' "$1" /tmp/pfns.after)
+	echo "$2 moved $moved of the region's $pages pages"
+	[ "$moved" -ge $((pages / 2)) ] ||
+		fail "$2 moved only $moved of $pages pages: too few to test migration"
 }
 
 # fragment_memory ORDER [STRIDE]: leave the guest no free block of ORDER
