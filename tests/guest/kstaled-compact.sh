@@ -1,13 +1,13 @@
 #!/bin/sh
 # kstaled-compact: ages follow folios that compaction migrates.
-# The guest boots with movablecore= so that user memory goes to a
-# ZONE_MOVABLE that is otherwise nearly empty: the region lands at the
-# bottom of it, where compaction's migration scanner starts, and the free
-# pages it moves them to are at the top.  A 32 MiB region touched once
-# sits in idle_5; /proc/sys/vm/compact_memory then moves most of its pages
-# to other page frames (/proc/PID/pagemap tells how many).  Two scans
-# later the whole region is still in idle_5: the moved folios kept their
-# ages, and the page frames they left did not keep a stale one.
+# The guest boots as kstaled-hotplug's does, so that user memory goes to
+# a ZONE_MOVABLE holding little else.  A 32 MiB region touched once sits
+# in idle_5; /proc/sys/vm/compact_memory then moves most of its pages to
+# other page frames (/proc/PID/pagemap tells how many): compaction's
+# migration scanner walks up the zone and its free scanner down, and with
+# the zone mostly free they meet near its top.  Two scans later the whole
+# region is still in idle_5: the moved folios kept their ages, and the
+# page frames they left did not keep a stale one.
 . /guest/lib-kstaled.sh
 cg=/sys/fs/cgroup/kstaled-compact
 idle_region_start $cg 32
