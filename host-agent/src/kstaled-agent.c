@@ -62,7 +62,9 @@ typedef struct {
   gint64 started_us;            /* when a worker took it */
   gboolean stuck;               /* counted in agent->stuck_jobs */
   virConnectPtr conn;           /* JOB_LIST */
-  virDomainPtr dom;             /* the others */
+  gchar *uri;                   /* the others: looked up by the worker */
+  unsigned char uuid[VIR_UUID_BUFLEN];
+  virDomainPtr dom;             /* on the worker's connection */
   gchar *name;
 
   /* What to do. */
@@ -334,6 +336,65 @@ job_error (Job *job, const char *format, ...)
   g_free (what);
 }
 
+/* Each worker talks to libvirt over a connection of its own, so that a
+ * call stuck on a stopped QEMU holds up only the connection it is on.  On
+ * a shared one it holds up the others' calls: libvirtd reads at most
+ * max_client_requests (5) calls of a connection at a time; and in libvirt
+ * 9.0's client the thread that waits on the socket for everyone, here the
+ * stuck call's, misses a wake-up (g_main_loop_quit before its
+ * g_main_loop_run) now and then, and another thread's call is then not
+ * sent until the next keepalive, seconds later.  Later libvirt wakes it
+ * with an idle source instead. */
+typedef struct {
+  virConnectPtr conn;
+  guint generation;             /* of the agent's connection when opened */
+} WorkerConnection;
+
+static void
+worker_connection_free (gpointer data)
+{
+  WorkerConnection *wc = data;
+
+  g_clear_pointer (&wc->conn, virConnectClose);
+  g_free (wc);
+}
+
+static GPrivate worker_connection = G_PRIVATE_INIT (worker_connection_free);
+
+/* The job's domain on this worker's connection, which is opened again
+ * when it has died or the agent has reconnected since. */
+static gboolean
+lookup_job_domain (Job *job)
+{
+  WorkerConnection *wc = g_private_get (&worker_connection);
+
+  if (wc == NULL)
+    {
+      wc = g_new0 (WorkerConnection, 1);
+      g_private_set (&worker_connection, wc);
+    }
+  if (wc->conn != NULL && (wc->generation != job->generation ||
+                           virConnectIsAlive (wc->conn) != 1))
+    g_clear_pointer (&wc->conn, virConnectClose);
+  if (wc->conn == NULL)
+    {
+      wc->conn = virConnectOpen (job->uri);
+      if (wc->conn == NULL)
+        {
+          job_error (job, "connecting to %s failed", job->uri);
+          return FALSE;
+        }
+      wc->generation = job->generation;
+    }
+  job->dom = virDomainLookupByUUID (wc->conn, job->uuid);
+  if (job->dom == NULL)
+    {
+      job_error (job, "looking up the domain failed");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static void
 list_domains (Job *job)
 {
@@ -506,17 +567,14 @@ run_job (gpointer data, gpointer user_data)
 
   (void) user_data;
   job->started_us = g_get_monotonic_time ();
-  switch (job->kind)
+  if (job->kind == JOB_LIST)
+    list_domains (job);
+  else if (lookup_job_domain (job))
     {
-    case JOB_LIST:
-      list_domains (job);
-      break;
-    case JOB_POLL:
-      poll_domain_io (job);
-      break;
-    case JOB_SET_BALLOON:
-      set_balloon_io (job);
-      break;
+      if (job->kind == JOB_POLL)
+        poll_domain_io (job);
+      else
+        set_balloon_io (job);
     }
   /* Not g_main_context_invoke: when no thread owns the context, as once
    * the main loop has quit, it calls finish_job on this worker, beside the
@@ -554,8 +612,11 @@ job_new (KstaledAgent *agent, JobKind kind, AgentDomain *d)
   job->errors = g_ptr_array_new_with_free_func (g_free);
   if (d != NULL)
     {
-      job->dom = d->dom;
-      virDomainRef (job->dom);
+      job->uri = g_strdup (agent->config->uri);
+      /* A local copy: no call to libvirtd. */
+      if (virDomainGetUUID (d->dom, job->uuid) < 0)
+        g_error ("domain=%s has no UUID: %s", d->status->name,
+                 libvirt_error ());
       job->name = g_strdup (d->status->name);
     }
   else
@@ -579,6 +640,7 @@ job_free (gpointer data)
   g_ptr_array_unref (job->errors);
   g_free (job->device_command);
   g_free (job->name);
+  g_free (job->uri);
   g_clear_pointer (&job->dom, virDomainFree);
   g_clear_pointer (&job->conn, virConnectClose);
   g_main_context_unref (job->context);

@@ -3,9 +3,12 @@
 # one's QEMU is stopped (kill -STOP: its monitor never answers, as with a
 # big lock held by stuck storage).  The agent marks it unresponsive and
 # keeps polling and ballooning the other two, its metrics endpoint answers,
-# and after kill -CONT it manages the third again.  Stopped once more, the
-# domain does not keep SIGTERM from ending the agent within 5 s; and when
-# it answers while the agent exits, the agent still exits cleanly.
+# and after kill -CONT it manages the third again.  Then it is stopped with
+# four more QEMUs that sit in their firmware: five calls stuck in libvirtd
+# at once, which on one shared connection (max_client_requests is 5) would
+# stop libvirtd reading the healthy domains' calls.  Five domains stopped,
+# the domain does not keep SIGTERM from ending the agent within 5 s; and
+# when they answer while the agent exits, the agent still exits cleanly.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
@@ -14,12 +17,13 @@ set -euo pipefail
 guests="kstaled-agent-stuck1 kstaled-agent-stuck2 kstaled-agent-stuck3"
 healthy="kstaled-agent-stuck1 kstaled-agent-stuck2"
 stuck=kstaled-agent-stuck3
-stuck_pid=
+idle="kstaled-agent-stuck4 kstaled-agent-stuck5 kstaled-agent-stuck6 kstaled-agent-stuck7"
+stopped_pids=()
 cleanup() {
 	local status=$1 g
-	[ -z "$stuck_pid" ] || kill -CONT "$stuck_pid" 2>/dev/null || true
+	[ ${#stopped_pids[@]} -eq 0 ] || kill -CONT "${stopped_pids[@]}" 2>/dev/null || true
 	agent_cleanup "$status"
-	for g in $guests; do domain_destroy "$g"; done
+	for g in $guests $idle; do domain_destroy "$g"; done
 	libvirt_stop
 }
 trap 'cleanup $?' EXIT
@@ -27,7 +31,7 @@ libvirt_start
 interval=2
 # Idle guests shrink from 192 MiB towards the 64 MiB floor in 8 MiB steps:
 # the two healthy ones still have steps to go while the third is stopped.
-agent_config --domains "$guests" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=0 headroom-mib=16 \
+agent_config --domains "$guests $idle" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=0 headroom-mib=16 \
 	min-memory-mib=64 hysteresis-mib=8 hysteresis-percent=0 max-step-mib=8 \
 	reclaim-swap-backed=true
 sed -i "s/^poll-interval=.*/poll-interval=$interval/" "$agent_conf"
@@ -35,6 +39,14 @@ sed -i "s/^poll-interval=.*/poll-interval=$interval/" "$agent_conf"
 declare -A console
 for g in $guests; do
 	console[$g]=$(domain_start "$g" 192 "")
+done
+# With the device but no kernel: SeaBIOS finds nothing to boot and waits.
+for g in $idle; do
+	xml=$(mktemp)
+	fill_domain kstaled-domain.xml "$g" 64 "$KSTALED_CACHE/console-$g.log" \
+		-e '/<kernel>/d' -e '/<initrd>/d' -e '/<cmdline>/d' >"$xml"
+	virsh_ create "$xml" >/dev/null || die "virsh create $g failed"
+	rm -f "$xml"
 done
 for g in $guests; do
 	wait_for_file_line "${console[$g]}" '^KSTALED-VM-READY' 120 ||
@@ -53,35 +65,53 @@ now_ms() {
 	log_ms "now: $(date +%H:%M:%S.%3N): now"
 }
 
-stuck_pid=$(cat "/run/libvirt/qemu/$stuck.pid")
+# stop DOMAIN...: kill -STOP their QEMUs.
+stop() {
+	local g pid
+	for g in "$@"; do
+		pid=$(cat "/run/libvirt/qemu/$g.pid")
+		kill -STOP "$pid"
+		stopped_pids+=("$pid")
+	done
+}
+
+# expect_managed FROM START_MS WHAT: for 4 intervals more, the healthy
+# domains get a decision at least every 2 intervals from START_MS on (gaps
+# from it, between decisions and to the end); $window is the agent's log
+# after its line FROM.
+expect_managed() {
+	local from=$1 start_ms=$2 what=$3 end_ms g decided max_gap
+	sleep $((4 * interval))
+	window=$(tail -n +"$((from + 1))" "$agent_log")
+	end_ms=$(now_ms)
+	for g in $healthy; do
+		decided=$(echo "$window" | grep "domain=$g action=" || true)
+		max_gap=$({
+			echo "$start_ms"
+			echo "$decided" | while IFS= read -r line; do
+				[ -z "$line" ] || log_ms "$line"
+			done
+			echo "$end_ms"
+		} | awk 'NR > 1 && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }')
+		echo "$g while $what: $(echo "$decided" | grep -c . || true) decisions, $(echo "$decided" | grep -cE "action=(inflate|deflate)" || true) balloon changes, longest gap $max_gap ms"
+		# 250 ms for timers and TCG guests on a busy host.
+		[ "$max_gap" -le $((2 * interval * 1000 + 250)) ] ||
+			die "$g went $max_gap ms without a decision while $what"
+	done
+}
+
 from=$(wc -l <"$agent_log")
 stopped_ms=$(now_ms)
-kill -STOP "$stuck_pid"
+stop "$stuck"
 agent_wait_log 1 "domain=$stuck is unresponsive" 30
 detected=$(grep -m1 "domain=$stuck is unresponsive" "$agent_log")
 echo "$detected"
 echo "stopped to unresponsive: $(($(log_ms "$detected") - stopped_ms)) ms"
-sleep $((4 * interval))
-window=$(tail -n +"$((from + 1))" "$agent_log")
-window_end_ms=$(now_ms)
-
+expect_managed "$from" "$stopped_ms" "$stuck was stopped"
 for g in $healthy; do
-	decided=$(echo "$window" | grep "domain=$g action=" || true)
-	# Gaps from the stop, between decisions, and to the end of the window.
-	max_gap=$({
-		echo "$stopped_ms"
-		echo "$decided" | while IFS= read -r line; do
-			[ -z "$line" ] || log_ms "$line"
-		done
-		echo "$window_end_ms"
-	} | awk 'NR > 1 && $1 - prev > max { max = $1 - prev } { prev = $1 } END { print max + 0 }')
-	changes=$(echo "$decided" | grep -cE "action=(inflate|deflate)" || true)
-	echo "$g while $stuck was stopped: $(echo "$decided" | grep -c . || true) decisions, $changes balloon changes, longest gap $max_gap ms"
-	# 250 ms for timers and TCG guests on a busy host.
-	[ "$max_gap" -le $((2 * interval * 1000 + 250)) ] ||
-		die "$g went $max_gap ms without a decision while $stuck was stopped"
-	[ "$changes" -ge 1 ] || die "$g was not ballooned while $stuck was stopped:
-$decided"
+	echo "$window" | grep -qE "domain=$g action=(inflate|deflate)" ||
+		die "$g was not ballooned while $stuck was stopped:
+$(echo "$window" | grep "domain=$g action=")"
 done
 start_ms=$(date +%s%3N)
 curl -sf -m 5 "http://127.0.0.1:$port/metrics" >"$agent_dir/metrics" ||
@@ -94,16 +124,26 @@ decisions=$(grep -c "domain=$stuck action=" "$agent_log")
 	die "the agent decided about $stuck while its QEMU was stopped"
 
 # Answers again: managed again.
-kill -CONT "$stuck_pid"
+kill -CONT "${stopped_pids[@]}"
+stopped_pids=()
 continued=$(date +%s%3N)
 agent_wait_log 1 "domain=$stuck answers again" 30
 agent_wait_log $((decisions + 1)) "domain=$stuck action=" 30
 echo "$stuck managed again $(($(date +%s%3N) - continued)) ms after kill -CONT"
 grep "domain=$stuck answers again" "$agent_log"
 
-# Stopped again, a SIGTERM still ends the agent at once.
-kill -STOP "$stuck_pid"
+# Five stopped: the healthy ones are still managed once all five are
+# known to be unresponsive (until then, four of them hold the agent's
+# four I/O threads).
+stop "$stuck" $idle
 agent_wait_log 2 "domain=$stuck is unresponsive" 30
+for g in $idle; do
+	agent_wait_log 1 "domain=$g is unresponsive" 30
+done
+echo "five domains stopped and unresponsive"
+expect_managed "$(wc -l <"$agent_log")" "$(now_ms)" "five domains were stopped"
+
+# Stopped, they still do not keep a SIGTERM from ending the agent at once.
 start_ms=$(date +%s%3N)
 kill "$agent_pid"
 # wait returns when the agent exits; a watchdog kills it after 5 s.
@@ -114,11 +154,11 @@ wait "$agent_pid" || status=$?
 exit_ms=$(($(date +%s%3N) - start_ms))
 kill "$watchdog" 2>/dev/null || true
 agent_pid=
-echo "SIGTERM to exit: $exit_ms ms, $stuck stopped"
+echo "SIGTERM to exit: $exit_ms ms, five domains stopped"
 [ "$status" -eq 0 ] || die "the agent did not exit cleanly within 5 s of SIGTERM (status $status, $exit_ms ms)"
 grep -q "exiting on signal" "$agent_log" || die "the agent did not log its exit"
-kill -CONT "$stuck_pid"
-stuck_pid=
+kill -CONT "${stopped_pids[@]}"
+stopped_pids=()
 
 # Polls that come back while the agent exits are dropped, not finished
 # on their workers beside the main thread freeing the agent (which crashed
