@@ -6,9 +6,9 @@
 # and after kill -CONT it manages the third again.  Then it is stopped with
 # four more QEMUs that sit in their firmware: five calls stuck in libvirtd
 # at once, which on one shared connection (max_client_requests is 5) would
-# stop libvirtd reading the healthy domains' calls.  Five domains stopped,
-# the domain does not keep SIGTERM from ending the agent within 5 s; and
-# when they answer while the agent exits, the agent still exits cleanly.
+# stop libvirtd reading the healthy domains' calls.  The five stopped do
+# not keep SIGTERM from ending the agent within 5 s; and when domains
+# answer while the agent exits, the agent still exits cleanly.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
