@@ -3,10 +3,12 @@
 #                 [--deb-output DIR]
 # Build the guest kernel: Debian's linux-source-6.12, the project's patch
 # series (guest-kernel/patches/series, then series.driver if present), the
-# config fragment guest-kernel/kstaled.config merged onto the kernel's own
-# "x86_64_defconfig kvm_guest.config", then for the variant without
-# kstaled without-kstaled.config.  The kstaled variant builds the
-# virtio_kstaled driver as a module, as a distribution ships it, with
+# config fragments guest-kernel/vm-guest.config (a virtual machine's
+# kernel: the defconfig's desktop and laptop hardware off) and
+# kstaled.config merged onto the kernel's own "x86_64_defconfig
+# kvm_guest.config", then for the variant without kstaled
+# without-kstaled.config.  The kstaled variant builds the virtio_kstaled
+# driver as a module, as a distribution ships it, with
 # "make bindeb-pkg", so it also yields the Debian packages a user installs
 # in a guest (linux-image-6.12.N-kstaled and its headers).
 # The outputs are cached under $KSTALED_CACHE/kernel-<variant>-<hash>/,
@@ -39,7 +41,7 @@ patch_dir=$KSTALED_TOP/guest-kernel/patches
 patches=()
 add_series "$patch_dir"
 [ -f "$patch_dir/series.driver" ] && add_series "$patch_dir" series.driver
-fragments=("$KSTALED_TOP/guest-kernel/kstaled.config")
+fragments=("$KSTALED_TOP/guest-kernel/vm-guest.config" "$KSTALED_TOP/guest-kernel/kstaled.config")
 [ "$variant" = no-kstaled ] && fragments+=("$KSTALED_TOP/guest-kernel/without-kstaled.config")
 [ -z "$module_output$deb_output" ] || [ "$variant" = kstaled ] ||
 	die "--module-output and --deb-output: only the kstaled variant has a driver module and packages"
@@ -113,7 +115,9 @@ build() {
 	fi
 	rm -rf "$out_dir"
 	mv "$out_dir.tmp" "$out_dir"
-	log "built $out_dir/bzImage in $(($(date +%s) - start)) s"
+	# The object count is what a config change to the kernel's size shows in.
+	log "built $out_dir/bzImage ($variant, $(find "$build" -name '*.o' | wc -l) objects)" \
+		"in $(($(date +%s) - start)) s"
 }
 
 [ -f "$out_dir/bzImage" ] || with_lock "kernel-$variant" build
