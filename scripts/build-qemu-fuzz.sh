@@ -5,9 +5,11 @@
 # docs/devel/testing/fuzzing.rst).  Its generic-fuzz-virtio-kstaled target
 # (qemu-device/patches/0010) drives the whole device through the PCI
 # transport: configuration space, BARs, virtqueues, reports and resets.
+# Its devices are those qemu-device/devices/fuzz.mak selects: q35 and the
+# kstaled device.
 # Cached under $KSTALED_CACHE/qemu-fuzz-<hash>/, keyed by the tarball, the
-# patches and the scripts; the binary's path is printed on stdout (and the
-# binary copied to --output FILE when given).  Beside it: the tree's
+# patches, the device list and the scripts; the binary's path is printed
+# on stdout (and the binary copied to --output FILE when given).  Beside it: the tree's
 # scripts/oss-fuzz tools that turn a crash into a qtest reproducer.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -23,7 +25,8 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-hash=$(input_hash "$qemu_orig_sha256" "${patches[@]}" "$0" \
+devices=$KSTALED_TOP/qemu-device/devices/fuzz.mak
+hash=$(input_hash "$qemu_orig_sha256" "${patches[@]}" "$devices" "$0" \
 	"$KSTALED_TOP/scripts/lib-qemu.sh")
 out_dir=$KSTALED_CACHE/qemu-fuzz-$hash
 
@@ -32,8 +35,10 @@ build() {
 	local work=$KSTALED_CACHE/qemu-fuzz-work src start
 	start=$(date +%s)
 	export CCACHE_BASEDIR=$work
-	src=$(qemu_configured_tree "$work" --cc="ccache clang" --cxx="ccache clang++" \
-		--enable-fuzzing --enable-asan)
+	# The fuzzer runs its machine under the qtest accelerator, never TCG,
+	# so the build leaves out TCG's translator, the bulk of a QEMU build.
+	src=$(qemu_configured_tree "$work" "$devices" --cc="ccache clang" --cxx="ccache clang++" \
+		--enable-fuzzing --enable-asan --disable-tcg)
 	log "building qemu-fuzz-x86_64"
 	if ! ninja -C "$src/build" qemu-fuzz-x86_64 >"$work/build.log" 2>&1; then
 		grep -B2 -A10 'error' "$work/build.log" | tail -n 40 >&2

@@ -2,10 +2,11 @@
 # build-qemu.sh [--output FILE]
 # Build qemu-system-x86_64 from Debian's qemu 10.0.2 orig tarball (from
 # bookworm-backports) with the project's patch series
-# (qemu-device/patches/series), as scripts/lib-qemu.sh prepares it.
+# (qemu-device/patches/series), as scripts/lib-qemu.sh prepares it, with
+# only the devices qemu-device/devices/emulator.mak selects.
 # Cached under $KSTALED_CACHE/qemu-<hash>/, keyed by the tarball, the
-# patches, the fuzz harness and the scripts (which hold the configure
-# flags); the binary's path is printed on stdout.  Beside it: the series' qtest of the kstaled device
+# patches, the device list, the fuzz harness and the scripts (which hold
+# the configure flags); the binary's path is printed on stdout.  Beside it: the series' qtest of the kstaled device
 # (virtio-kstaled-test) and a libFuzzer binary of its report parser
 # (fuzz-kstaled-report), built from the same patched tree.
 set -euo pipefail
@@ -23,8 +24,9 @@ done
 # shellcheck source-path=SCRIPTDIR source=lib-qemu.sh
 . "$KSTALED_TOP/scripts/lib-qemu.sh"
 fuzz_harness=$KSTALED_TOP/tests/qemu/fuzz-report.c
-hash=$(input_hash "$qemu_orig_sha256" "${patches[@]}" "$fuzz_harness" "$0" \
-	"$KSTALED_TOP/scripts/lib-qemu.sh")
+devices=$KSTALED_TOP/qemu-device/devices/emulator.mak
+hash=$(input_hash "$qemu_orig_sha256" "${patches[@]}" "$fuzz_harness" "$devices" \
+	"$0" "$KSTALED_TOP/scripts/lib-qemu.sh")
 out_dir=$KSTALED_CACHE/qemu-$hash
 
 build() {
@@ -32,7 +34,7 @@ build() {
 	local work=$KSTALED_CACHE/qemu-work src start
 	start=$(date +%s)
 	export CCACHE_BASEDIR=$work
-	src=$(qemu_configured_tree "$work" --cc="ccache gcc")
+	src=$(qemu_configured_tree "$work" "$devices" --cc="ccache gcc")
 	log "building qemu-system-x86_64 and tests/qtest/virtio-kstaled-test"
 	if ! ninja -C "$src/build" qemu-system-x86_64 \
 		tests/qtest/virtio-kstaled-test >"$work/build.log" 2>&1; then

@@ -33,12 +33,15 @@ qemu_download() {
 	mv "$qemu_tarball.part" "$qemu_tarball"
 }
 
-# qemu_configured_tree WORK CONFIGURE_FLAG...: a fresh patched tree in
-# WORK/qemu-10.0.2, configured in its build/ with the shared flags and
-# these; prints the source directory.
+# qemu_configured_tree WORK DEVICES CONFIGURE_FLAG...: a fresh patched
+# tree in WORK/qemu-10.0.2, configured in its build/ with the shared flags
+# and these, and with only the devices that the Kconfig file DEVICES
+# (qemu-device/devices/*.mak) selects: --without-default-devices starts
+# from none, and configure reads the device list from the tree's
+# configs/devices/, where DEVICES is copied.  Prints the source directory.
 qemu_configured_tree() {
-	local work=$1 src
-	shift
+	local work=$1 devices=$2 src
+	shift 2
 	src=$work/qemu-10.0.2
 	qemu_download
 	rm -rf "$work"
@@ -47,8 +50,11 @@ qemu_configured_tree() {
 	tar --no-same-owner -xf "$qemu_tarball" -C "$work" || die "cannot unpack $qemu_tarball"
 	log "applying ${#patches[@]} patches"
 	apply_series "$src" "${patches[@]}"
+	cp "$devices" "$src/configs/devices/x86_64-softmmu/kstaled-vm.mak" ||
+		die "cannot copy $devices into $src"
 	mkdir -p "$src/build"
-	if ! (cd "$src/build" && ../configure "${qemu_configure_flags[@]}" "$@" \
+	if ! (cd "$src/build" && ../configure "${qemu_configure_flags[@]}" \
+		--without-default-devices --with-devices-x86_64=kstaled-vm "$@" \
 		>"$work/configure.log" 2>&1); then
 		tail -n 30 "$work/configure.log" >&2
 		die "QEMU configure failed; full log: $work/configure.log"
