@@ -140,6 +140,6 @@ build() {
 	log "built $out_dir/disk.raw in $(($(date +%s) - start)) s"
 }
 
-[ -f "$out_dir/disk.raw" ] || with_lock debian-image build
+layer_build debian-image "$out_dir/disk.raw" build
 [ -n "$output" ] && ln -sfn "$out_dir/disk.raw" "$output"
 echo "$out_dir/disk.raw"

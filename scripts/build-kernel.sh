@@ -120,7 +120,7 @@ build() {
 		"in $(($(date +%s) - start)) s"
 }
 
-[ -f "$out_dir/bzImage" ] || with_lock "kernel-$variant" build
+layer_build "kernel-$variant" "$out_dir/bzImage" build
 [ -n "$output" ] && copy_output "$out_dir/bzImage" "$output"
 [ -n "$module_output" ] && copy_output "$out_dir/virtio_kstaled.ko" "$module_output"
 if [ -n "$deb_output" ]; then

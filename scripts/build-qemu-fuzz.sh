@@ -53,6 +53,6 @@ build() {
 	log "built $out_dir/qemu-fuzz-x86_64 in $(($(date +%s) - start)) s"
 }
 
-[ -x "$out_dir/qemu-fuzz-x86_64" ] || with_lock qemu-fuzz build
+layer_build qemu-fuzz "$out_dir/qemu-fuzz-x86_64" build
 [ -n "$output" ] && copy_output "$out_dir/qemu-fuzz-x86_64" "$output"
 echo "$out_dir/qemu-fuzz-x86_64"

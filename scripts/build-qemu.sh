@@ -64,6 +64,6 @@ build() {
 	log "built $out_dir/qemu-system-x86_64 in $(($(date +%s) - start)) s"
 }
 
-[ -x "$out_dir/qemu-system-x86_64" ] || with_lock qemu build
+layer_build qemu "$out_dir/qemu-system-x86_64" build
 [ -n "$output" ] && copy_output "$out_dir/qemu-system-x86_64" "$output"
 echo "$out_dir/qemu-system-x86_64"

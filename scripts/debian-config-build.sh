@@ -183,5 +183,6 @@ build() {
 	log "compiled in $(($(date +%s) - start)) s"
 }
 
-with_lock debian-kernel-kstaled build
+# The tree is page-flags-budget's too: its lock is held while it is used.
+layer_build debian-config-build "$stamp" with_lock debian-kernel-kstaled build
 log "$(cat "$stamp")"

@@ -77,6 +77,22 @@ with_lock() {
 	) 9>"$KSTALED_CACHE/locks/$name.lock"
 }
 
+# layer_build NAME DONE_FILE CMD...: build the cached layer NAME with CMD
+# under the lock NAME unless DONE_FILE exists, and say in the run's layer
+# log, when scripts/test.sh asks for one ($KSTALED_LAYER_LOG), whether the
+# layer was cold (built now, and in how long) or warm (from the cache).
+layer_build() {
+	local name=$1 done_file=$2 start=$SECONDS state=warm
+	shift 2
+	if [ ! -e "$done_file" ]; then
+		with_lock "$name" "$@"
+		state="cold, $((SECONDS - start)) s"
+	fi
+	if [ -n "${KSTALED_LAYER_LOG:-}" ]; then
+		echo "$name: $state" >>"$KSTALED_LAYER_LOG"
+	fi
+}
+
 # copy_output SOURCE DEST: copy a built artifact to a user's path by
 # rename, so that a QEMU or a boot still running the old file keeps it
 # (cp over a running binary fails with "Text file busy").

@@ -6,15 +6,35 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+start=$SECONDS
 "$KSTALED_TOP/scripts/setup-host.sh"
+setup_seconds=$((SECONDS - start))
 
 build_dir=${KSTALED_BUILD_DIR:-$KSTALED_TOP/build}
+mkdir -p "$build_dir/meson-logs"
+# Every cached layer's build script (and debian-config-build) says here
+# whether it was cold or warm: the summary below shows where the time went.
+export KSTALED_LAYER_LOG=$build_dir/meson-logs/layers.log
+: >"$KSTALED_LAYER_LOG"
+start=$SECONDS
 meson_build "$build_dir"
+build_seconds=$((SECONDS - start))
 
+start=$SECONDS
 set +e
 /usr/bin/meson test -C "$build_dir" --print-errorlogs --num-processes 2 "$@"
 rc=$?
 set -e
+test_seconds=$((SECONDS - start))
+
+echo
+echo "Where the time went: setup-host ${setup_seconds} s, build ${build_seconds} s," \
+	"tests ${test_seconds} s (wall time, two at a time)."
+echo "Cached layers (the first time each was asked for in this run):"
+awk -F': ' '!seen[$1]++ { printf "  %-22s %s\n", $1, $2 }' "$KSTALED_LAYER_LOG"
+echo "The ten longest tests:"
+jq -rs 'sort_by(-.duration) | .[:10][] | "  \(.duration | floor | tostring | (" " * (5 - length)) + .) s  \(.name)"' \
+	"$build_dir/meson-logs/testlog.json"
 # One closing line any CI reader understands.
 jq -rs '[.[] | .result] | "\(map(select(. == "OK" or . == "EXPECTEDFAIL")) | length) passed, \(map(select(. == "FAIL" or . == "TIMEOUT" or . == "ERROR" or . == "UNEXPECTEDPASS")) | length) failed, \(map(select(. == "SKIP")) | length) skipped"' \
 	"$build_dir/meson-logs/testlog.json"
