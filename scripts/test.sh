@@ -20,12 +20,27 @@ start=$SECONDS
 meson_build "$build_dir"
 build_seconds=$((SECONDS - start))
 
+# One libvirtd for the whole suite, so that no test stops it under
+# another: the guest tests that only share it run two at a time.  (The
+# agent tests, which restart it, run alone.)
+# shellcheck source=tests/lib-libvirt.sh
+. "$KSTALED_TOP/tests/lib-libvirt.sh"
+stop_suite_libvirtd() {
+	# An agent test may have restarted it: stop the one running now.
+	[ -z "$libvirt_started_pid" ] ||
+		libvirt_started_pid=$(cat "$KSTALED_CACHE/libvirtd.pid" 2>/dev/null || echo "$libvirt_started_pid")
+	libvirt_stop
+}
+trap stop_suite_libvirtd EXIT
+libvirt_start
+
 start=$SECONDS
 set +e
 /usr/bin/meson test -C "$build_dir" --print-errorlogs --num-processes 2 "$@"
 rc=$?
 set -e
 test_seconds=$((SECONDS - start))
+stop_suite_libvirtd
 
 echo
 echo "Where the time went: setup-host ${setup_seconds} s, build ${build_seconds} s," \
