@@ -30,8 +30,11 @@ mom_change_big_enough (double new_kib, double cur_kib)
   return ABS (new_kib - cur_kib) > KSTALED_MOM_MIN_CHANGE * cur_kib;
 }
 
-/* MOM runs the rules on averages of the last samples (StatAvg, 10 samples
- * in mom.conf's default); the agent takes one sample per decision. */
+/* vdsm's 02-balloon.policy, rule by rule.  MOM averages only the
+ * statistics that give the guest's used memory (StatAvg of balloon_cur and
+ * mem_unused, 10 samples in mom.conf's default; the agent takes one sample
+ * per decision); every step, the free share and the dead band are taken
+ * of the balloon's current size (guest.balloon_cur). */
 void
 kstaled_mom_decide (const KstaledPolicyConfig *config,
                     const KstaledPolicyInput *input,
@@ -39,7 +42,7 @@ kstaled_mom_decide (const KstaledPolicyConfig *config,
 {
   guint slot = state->mom_samples % KSTALED_MOM_SAMPLES;
   guint n;
-  double host_free, cur, used, size;
+  double host_free, guest_free, cur, used, balloon_min, size;
 
   if (!input->stats.has_unused)
     {
@@ -50,48 +53,47 @@ kstaled_mom_decide (const KstaledPolicyConfig *config,
   state->mom_unused[slot] = input->stats.unused;
   state->mom_samples++;
   n = MIN (state->mom_samples, KSTALED_MOM_SAMPLES);
-  cur = mean (state->mom_actual, n);
+  cur = (double) d->actual_kib;
   /* "used" is the balloon minus the guest's free memory: page cache counts
    * as used, as in MOM. */
-  used = MAX (cur - mean (state->mom_unused, n), 0);
+  used = MAX (mean (state->mom_actual, n) - mean (state->mom_unused, n), 0);
   host_free = kstaled_host_free_permille (input->host) / 1000.0;
   d->has_estimate = TRUE;
   d->working_set_kib = (guint64) used;
+  /* guest.balloon_min: the guaranteed memory (vdsm's guest_qos). */
   d->floor_kib = MIN (config->min_memory_kib, d->max_kib);
+
+  /* Critical pressure makes the guest's free share negative, forcing it
+   * to swap; otherwise the free share scales with the host's
+   * (min_guest_free_percent * host_free / pressure_threshold).  Both
+   * shrink_guest and grow_guest compute it so. */
+  guest_free = host_free <= KSTALED_MOM_PRESSURE_CRITICAL
+               ? host_free - KSTALED_MOM_PRESSURE_CRITICAL
+               : KSTALED_MOM_MIN_GUEST_FREE *
+                 (host_free / KSTALED_MOM_PRESSURE_THRESHOLD);
+  balloon_min = MAX ((double) d->floor_kib, used + guest_free * cur);
 
   if (host_free < KSTALED_MOM_PRESSURE_THRESHOLD)
     {
-      /* shrink_guest: critical pressure makes the guest's free share
-       * negative, forcing it to swap; otherwise the free share shrinks
-       * with the host's (min_guest_free_percent scaled by host_free /
-       * pressure_threshold). */
-      double guest_free = host_free <= KSTALED_MOM_PRESSURE_CRITICAL
-                          ? host_free - KSTALED_MOM_PRESSURE_CRITICAL
-                          : KSTALED_MOM_MIN_GUEST_FREE *
-                            (host_free / KSTALED_MOM_PRESSURE_THRESHOLD);
-      double balloon_min = used + guest_free * cur;
-
+      /* shrink_guest: 5 % of the balloon per run, down to balloon_min. */
       size = MAX (cur * (1 - KSTALED_MOM_MAX_CHANGE), balloon_min);
-      d->target_kib = (guint64) MAX (balloon_min, 0);
-      if (size > cur || !mom_change_big_enough (size, cur))
-        {
-          d->reason = KSTALED_REASON_HYSTERESIS;
-          return;
-        }
-      set_size (d, MAX ((guint64) size, d->floor_kib), KSTALED_REASON_SHRINK);
+      d->target_kib = (guint64) balloon_min;
+      if (size <= cur && mom_change_big_enough (size, cur))
+        set_size (d, (guint64) size, KSTALED_REASON_SHRINK);
     }
-  else
+  else if (d->actual_kib < d->max_kib)
     {
-      /* grow_guest: 5 % of the balloon per run, up to the maximum. */
-      size = MIN (cur * (1 + KSTALED_MOM_MAX_CHANGE), (double) d->max_kib);
+      /* grow_guest: 5 % of the balloon per run, at least to balloon_min,
+       * at most to the maximum. */
+      size = MIN (MAX (cur * (1 + KSTALED_MOM_MAX_CHANGE), balloon_min),
+                  (double) d->max_kib);
       d->target_kib = d->max_kib;
-      if (!mom_change_big_enough (size, cur))
-        {
-          d->reason = KSTALED_REASON_HYSTERESIS;
-          return;
-        }
-      set_size (d, (guint64) size, KSTALED_REASON_GROW);
+      if (mom_change_big_enough (size, cur))
+        set_size (d, (guint64) size, KSTALED_REASON_GROW);
     }
+  /* guest_qos, run after the balloon rules: never below the guarantee. */
+  if (d->actual_kib < d->floor_kib)
+    set_size (d, d->floor_kib, KSTALED_REASON_GROW);
   if (d->action == KSTALED_ACTION_NONE)
     d->reason = KSTALED_REASON_HYSTERESIS;
 }

@@ -163,6 +163,67 @@ test_mom_averages (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_NO_GUEST_STATS);
 }
 
+static void
+test_mom_steps_from_current_balloon (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->config.mode = KSTALED_MODE_MOM;
+  host_round (f, 100 * GIB, 15 * GIB);
+  /* nine samples at 4 GiB with 2 GiB unused, then the balloon is at 3 GiB
+   * with 1 GiB unused: used is averaged (3.9 - 1.9 = 2 GiB), but the step
+   * is 5 % of the current 3 GiB, not of the 3.9 GiB average, and the free
+   * share 15 % of it: balloon_min 2 + 0.45 GiB, so 2.85 GiB */
+  f->input.stats.unused = 2 * GIB;
+  for (int i = 0; i < KSTALED_MOM_SAMPLES - 1; i++)
+    decide (f);
+  f->input.stats.actual = 3 * GIB;
+  f->input.stats.unused = GIB;
+  decide (f);
+  g_assert_cmpuint (f->d.working_set_kib, ==, 2 * GIB);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_INFLATE);
+  g_assert_cmpuint (f->d.new_kib, ==, (guint64) (3 * GIB * 0.95));
+}
+
+static void
+test_mom_guaranteed_memory (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->config.mode = KSTALED_MODE_MOM;
+  f->config.min_memory_kib = (guint64) (3.7 * GIB);
+  host_round (f, 100 * GIB, 15 * GIB);
+  /* balloon_min is the larger of the guarantee and used + free share:
+   * 3.7 GiB against 3 + 0.6 GiB; 5 % steps stop there */
+  decide (f);
+  g_assert_cmpuint (f->d.new_kib, ==, (guint64) (4 * GIB * 0.95));
+  f->input.stats.actual = (guint64) (3.8 * GIB);
+  decide (f);
+  g_assert_cmpuint (f->d.new_kib, ==, (guint64) (3.7 * GIB));
+  f->input.stats.actual = (guint64) (3.7 * GIB);
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+  /* guest_qos: a balloon below the guarantee goes back to it at once */
+  f->input.stats.actual = 3 * GIB;
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_cmpuint (f->d.new_kib, ==, (guint64) (3.7 * GIB));
+}
+
+static void
+test_mom_grow_to_free_share (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->config.mode = KSTALED_MODE_MOM;
+  /* no pressure (30 % free): grow_guest's balloon_min is used plus the
+   * free share of the current balloon, 0.20 * 0.30 / 0.20: a guest at
+   * 2 GiB with nothing unused grows to 2 + 0.6 GiB, more than 5 % */
+  host_round (f, 100 * GIB, 30 * GIB);
+  f->input.stats.actual = 2 * GIB;
+  f->input.stats.unused = 0;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_GROW);
+  g_assert_cmpuint (f->d.new_kib, ==, (guint64) (2.6 * GIB));
+}
+
 /* pvestatd's goal with 16 GiB and @used_gib used, over three domains. */
 static void
 proxmox_round (KstaledVmRecord *vms, guint n, double used_gib)
@@ -293,6 +354,10 @@ main (int argc, char **argv)
   ADD ("/baselines/mom-critical", test_mom_critical);
   ADD ("/baselines/mom-dead-band-and-grow", test_mom_dead_band_and_grow);
   ADD ("/baselines/mom-averages", test_mom_averages);
+  ADD ("/baselines/mom-steps-from-current-balloon",
+       test_mom_steps_from_current_balloon);
+  ADD ("/baselines/mom-guaranteed-memory", test_mom_guaranteed_memory);
+  ADD ("/baselines/mom-grow-to-free-share", test_mom_grow_to_free_share);
   g_test_add_func ("/baselines/proxmox-allocate", test_proxmox_allocate);
   ADD ("/baselines/proxmox-decide", test_proxmox_decide);
   ADD ("/baselines/static", test_static);
