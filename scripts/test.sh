@@ -22,7 +22,7 @@ build_seconds=$((SECONDS - start))
 
 # One libvirtd for the whole suite, so that no test stops it under
 # another: the guest tests that only share it run two at a time.  (The
-# agent tests, which restart it, run alone.)
+# agent tests that restart it run alone.)
 # shellcheck source=tests/lib-libvirt.sh
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
 stop_suite_libvirtd() {
