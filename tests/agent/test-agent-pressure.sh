@@ -35,6 +35,10 @@ grep -q '^agent-swap: touching all' "$console" &&
 	die "the workload woke up before the agent shrank $domain"
 echo "$domain ballooned to $(domain_kib "$domain" actual) KiB after $((SECONDS - start)) s"
 
+# Counted before the workload wakes: the agent may answer its swap-ins
+# before this script has read the console and the balloon statistics.
+swap_in="domain=$domain action=deflate reason=swap-in"
+before=$(grep -c "$swap_in" "$agent_log" || true)
 wait_for_file_line "$console" '^agent-swap: touching all' 120 ||
 	die "the workload never touched its memory"
 touched=$SECONDS
@@ -43,19 +47,18 @@ swapped_out=$(domain_kib "$domain" swap_out)
 	die "nothing of $domain was swapped out before its workload woke, so no swap-in can follow; agent log:
 $(grep "domain=$domain action=" "$agent_log")"
 echo "$domain had swapped out $swapped_out KiB"
-# Squeezing may itself swap in a little; the balloon must still be down
-# when the workload wakes, or the deflate below would prove nothing.
-[ "$(domain_kib "$domain" actual)" -lt "$full" ] ||
-	die "$domain was back at $full KiB before its workload woke; agent log:
-$(grep "domain=$domain action=" "$agent_log")"
 # The histograms may show the grown working set a poll before the balloon
 # statistics show the swap-ins, so a partial deflate for "grow" may come
 # first; the swap-in deflate must follow and give everything back.
-swap_in="domain=$domain action=deflate reason=swap-in"
-before=$(grep -c "$swap_in" "$agent_log" || true)
 agent_wait_log $((before + 1)) "$swap_in" 30
 decision=$(grep "$swap_in" "$agent_log" | sed -n "$((before + 1))p")
 echo "$decision"
+# Squeezing may itself swap in a little; the balloon must still have been
+# down when the agent answered the swap-ins, or the deflate proves nothing.
+actual=$(echo "$decision" | sed -n 's/.* actual-kib=\([0-9]*\) .*/\1/p')
+[ "${actual:-$full}" -lt "$full" ] ||
+	die "$domain was already back at $full KiB when its swap-ins came; agent log:
+$(grep "domain=$domain action=" "$agent_log")"
 echo "$decision" | grep -q "new-kib=$full " ||
 	die "the swap-ins did not bring $domain back to $full KiB"
 grep -E "domain=$domain action=deflate reason=(early-report|major-faults)" "$agent_log" &&
