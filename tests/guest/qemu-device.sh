@@ -7,6 +7,10 @@
 #   QEMU-DEVICE-SCAN-SECONDS N     at start and whenever the host changes
 #                                  the scan period through the device
 #   QEMU-DEVICE-STALE-PAGE-AGE N   the same for the stale page age
+#   QEMU-DEVICE-ADMIN-SCAN-SECONDS 30  when the host set the scan period
+#                                  to 9: the guest's administrator then
+#                                  sets 30 in sysfs (a request for a
+#                                  report must leave it so)
 #   QEMU-DEVICE-TOUCHED            after signalling the file's memload to
 #                                  touch all of it, which it does on every
 #                                  change of the stale page age, so that
@@ -39,7 +43,11 @@ watch() {
 
 tick=0
 while :; do
-	watch /sys/kernel/mm/kstaled/scan_seconds SCAN_SECONDS || true
+	if watch /sys/kernel/mm/kstaled/scan_seconds SCAN_SECONDS &&
+		[ "$last_SCAN_SECONDS" = 9 ]; then
+		echo 30 >/sys/kernel/mm/kstaled/scan_seconds
+		echo "QEMU-DEVICE-ADMIN-SCAN-SECONDS 30"
+	fi
 	# memory.stale_page_age comes with the kernel's stale page count.
 	if [ -f $cg/memory.stale_page_age ] &&
 		watch $cg/memory.stale_page_age STALE_PAGE_AGE; then
