@@ -177,7 +177,14 @@ for cycle in $(seq "$cycles"); do
 	# Logged when it is back: the tick plus the time it ran.
 	ran=$(echo "$listed" | sed -nE 's/.* ran ([0-9]+) ms.*/\1/p')
 	tick_ms=$(($(log_ms "$listed") - ran + interval * 1000))
-	wait_ms=$(((tick_ms + 15 - late_ms - $(now_ms) + 86400000) % 86400000))
+	# Signed, across midnight; a moment already past (this script was
+	# slow on a busy host) moves to the next tick, rather than to the
+	# same time tomorrow.
+	wait_ms=$(((tick_ms + 15 - late_ms - $(now_ms) + 129600000) % 86400000 - 43200000))
+	while [ "$wait_ms" -lt 0 ]; do
+		tick_ms=$((tick_ms + interval * 1000))
+		wait_ms=$((wait_ms + interval * 1000))
+	done
 	sleep "$(printf '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000)))"
 	kill "$agent_pid"
 	status=0
