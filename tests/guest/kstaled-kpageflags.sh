@@ -15,18 +15,17 @@ memload_start /tmp/memload.log --cgroup $cg --size 16 --hot 4 --kind file --file
 pid=$memload_pid
 addr=$(sed -n 's/.* addr=\(0x[0-9a-f]*\).*/\1/p' /tmp/memload.log)
 hot=$((4 * MiB)) cold=$((12 * MiB))
-field() { echo "$1" | sed -n "s/.* $2=\([0-9]*\).*/\1/p"; }
 kstaled_wait_scans $cg 4
 
 hot_state=$(pagestate --kpf $KPF_STALE $pid "$addr" $hot)
 cold_state=$(pagestate --kpf $KPF_STALE $pid $((addr + hot)) $cold)
 echo "hot: $hot_state"
 echo "cold: $cold_state"
-[ "$(field "$cold_state" present)" -eq $((cold / 4096)) ] || fail "cold pages missing"
-expect_near "stale hot pages" "$(field "$hot_state" kpf$KPF_STALE)" 0 0
-expect_near "stale cold pages" "$(field "$cold_state" kpf$KPF_STALE)" $((cold / 4096)) 0
+[ "$(pagestate_field "$cold_state" present)" -eq $((cold / 4096)) ] || fail "cold pages missing"
+expect_near "stale hot pages" "$(pagestate_field "$hot_state" kpf$KPF_STALE)" 0 0
+expect_near "stale cold pages" "$(pagestate_field "$cold_state" kpf$KPF_STALE)" $((cold / 4096)) 0
 
 cat /mnt/data >/dev/null
 cold_state=$(pagestate --kpf $KPF_STALE $pid $((addr + hot)) $cold)
 echo "cold after the read: $cold_state"
-expect_near "stale cold pages after the read" "$(field "$cold_state" kpf$KPF_STALE)" 0 0
+expect_near "stale cold pages after the read" "$(pagestate_field "$cold_state" kpf$KPF_STALE)" 0 0

@@ -15,6 +15,5 @@ memload_start /tmp/memload.log --cgroup /sys/fs/cgroup/kstaled-off-page-owner \
 addr=$(sed -n 's/.* addr=\(0x[0-9a-f]*\).*/\1/p' /tmp/memload.log)
 state=$(pagestate --kpf $KPF_STALE "$memload_pid" "$addr" $((16 * MiB)))
 echo "$state"
-field() { echo "$1" | sed -n "s/.* $2=\([0-9]*\).*/\1/p"; }
-[ "$(field "$state" present)" -eq $((16 * MiB / 4096)) ] || fail "pages of the allocation missing"
-expect_near "stale pages" "$(field "$state" kpf$KPF_STALE)" 0 0
+[ "$(pagestate_field "$state" present)" -eq $((16 * MiB / 4096)) ] || fail "pages of the allocation missing"
+expect_near "stale pages" "$(pagestate_field "$state" kpf$KPF_STALE)" 0 0

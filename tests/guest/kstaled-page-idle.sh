@@ -17,10 +17,9 @@ hot_state=$(pagestate $pid "$addr" $hot)
 cold_state=$(pagestate $pid $((addr + hot)) $cold)
 echo "hot: $hot_state"
 echo "cold: $cold_state"
-field() { echo "$1" | sed -n "s/.* $2=\([0-9]*\).*/\1/p"; }
-[ "$(field "$hot_state" present)" -eq $((hot / 4096)) ] || fail "hot pages missing"
-[ "$(field "$cold_state" present)" -eq $((cold / 4096)) ] || fail "cold pages missing"
-expect_near "idle bits of touched pages" "$(field "$hot_state" idle)" 0 0
-expect_near "idle bits of untouched pages" "$(field "$cold_state" idle)" \
-	$((cold / 4096 - $(field "$cold_state" untracked))) 0
+[ "$(pagestate_field "$hot_state" present)" -eq $((hot / 4096)) ] || fail "hot pages missing"
+[ "$(pagestate_field "$cold_state" present)" -eq $((cold / 4096)) ] || fail "cold pages missing"
+expect_near "idle bits of touched pages" "$(pagestate_field "$hot_state" idle)" 0 0
+expect_near "idle bits of untouched pages" "$(pagestate_field "$cold_state" idle)" \
+	$((cold / 4096 - $(pagestate_field "$cold_state" untracked))) 0
 expect_near "kstaled idle" "$(kstaled_idle $cg)" $cold $((cold / 20))

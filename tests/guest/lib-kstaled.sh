@@ -129,6 +129,12 @@ fragment_memory() {
 	cat /proc/buddyinfo
 }
 
+# pagestate_field LINE KEY: the number after KEY= in pagestate's output
+# line LINE (pages, present, idle, kpfN...).
+pagestate_field() {
+	echo "$1" | sed -n "s/.* $2=\([0-9]*\).*/\1/p"
+}
+
 # expect_near WHAT GOT WANT TOLERANCE: GOT within WANT +- TOLERANCE bytes.
 expect_near() {
 	echo "$1: got $2, want $3 +- $4"
