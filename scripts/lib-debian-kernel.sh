@@ -114,9 +114,9 @@ debian_kernel_make() {
 
 # debian_kernel_configure SRC BUILD plain|kstaled: BUILD/.config is
 # Debian's amd64 config without debug information, through "make
-# olddefconfig", for kstaled with what
-# the series adds on top: kstaled built in, its driver as a module, as a
-# distribution would ship them; each of those must survive olddefconfig.
+# olddefconfig", for kstaled with what the series adds on top: kstaled
+# built in, its driver as a module, as a distribution would ship them;
+# each of those must survive olddefconfig.
 # Skipped when neither the tree (its key, from debian_kernel_tree), the
 # config, the options nor the tools olddefconfig asks about (gcc, pahole)
 # changed, so a configured tree is not rebuilt.
@@ -133,11 +133,11 @@ debian_kernel_configure() {
 	mkdir -p "$build"
 	rm -f "$build/.kstaled-config-key"
 	cp "$config" "$build/.config"
-	# Without debug information: gcc takes about a quarter longer with
-	# it, and DWARF and BTF change neither the code nor the warnings the
-	# scripts check.
+	# Without debug information (DEBUG_INFO_NONE, below, is the other
+	# choice): gcc takes about a quarter longer with it, and DWARF and BTF
+	# change neither the code nor the warnings the scripts check.
 	"$src/scripts/config" --file "$build/.config" \
-		--disable DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT --enable DEBUG_INFO_NONE
+		--disable DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT
 	for option in "${options[@]}"; do
 		"$src/scripts/config" --file "$build/.config" --set-val "${option%%=*}" "${option#*=}"
 	done
