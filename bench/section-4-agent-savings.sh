@@ -26,7 +26,7 @@ libvirt_start
 agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
 	headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
-	pressure-holdoff=60 reclaim-swap-backed=true
+	pressure-holdoff=60 swap-backed-reclaim-percent=100
 console=$(domain_start "$domain" $mem_mib \
 	"kstaled_vm.run=bench-agent kstaled_vm.workload=idle")
 wait_for_file_line "$console" '^memload: ready' 120 ||

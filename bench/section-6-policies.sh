@@ -177,7 +177,7 @@ for policy in "${policies[@]}"; do
 	{
 		printf '[agent]\nuri=%s\npoll-interval=10\nballoon-stats-period=5\n' "$LIBVIRT_URI"
 		printf 'state-file=%s\nhost-memory=%s\n' "$dir/state.json" "$cgroup"
-		printf '[policy]\nenabled=false\npolicy=%s\nmin-memory-mib=256\nreclaim-swap-backed=true\n' "$policy"
+		printf '[policy]\nenabled=false\npolicy=%s\nmin-memory-mib=256\nswap-backed-reclaim-percent=100\n' "$policy"
 		printf '[domain %s]\nenabled=true\n' "${guests[@]}"
 	} >"$agent_conf"
 	start=$(date +%s)

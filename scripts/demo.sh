@@ -54,7 +54,7 @@ cold-age=15
 min-cold-age=15
 min-memory-mib=384
 pressure-holdoff=60
-reclaim-swap-backed=true
+swap-backed-reclaim-percent=100
 CONF
 "$agent" --config "$out/agent.conf" >"$out/agent.log" 2>&1 &
 agent_pid=$!

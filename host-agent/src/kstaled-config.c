@@ -135,7 +135,8 @@ static const char *const policy_keys[] = {
   "hysteresis-percent", "max-step-mib", "max-report-age", "stale-drop-mib",
   "emergency-stale-drop-percent", "swap-in-rate-kib", "major-fault-rate",
   "alloc-stall-rate", "shortfall-gain", "pressure-holdoff",
-  "max-pressure-holdoff", "pressure-memory", "reclaim-swap-backed", NULL
+  "max-pressure-holdoff", "pressure-memory", "swap-backed-reclaim-percent",
+  NULL
 };
 
 static const char *const agent_keys[] = {
@@ -218,8 +219,8 @@ read_domain_config (GKeyFile *kf, const char *group, KstaledDomainConfig *dc,
                    &p->max_pressure_holdoff, error) ||
       !read_guint (kf, group, "pressure-memory", 0, 86400 * 7,
                    &p->pressure_memory, error) ||
-      !read_bool (kf, group, "reclaim-swap-backed", &p->reclaim_swap_backed,
-                  error))
+      !read_guint (kf, group, "swap-backed-reclaim-percent", 0, 100,
+                   &p->swap_backed_reclaim_percent, error))
     return FALSE;
   if (p->min_cold_age > p->cold_age || p->cold_age > p->max_cold_age)
     {

@@ -39,7 +39,7 @@ kstaled_policy_config_init (KstaledPolicyConfig *config)
     .pressure_holdoff = 120,
     .max_pressure_holdoff = 3600,
     .pressure_memory = 1800,
-    .reclaim_swap_backed = FALSE,
+    .swap_backed_reclaim_percent = 0,
   };
 }
 
@@ -79,17 +79,31 @@ increase (gboolean had, guint64 prev, gboolean has, guint64 now)
   return had && has && now > prev ? now - prev : 0;
 }
 
-guint
-kstaled_cold_bucket (guint seconds, guint scan_seconds)
+gboolean
+kstaled_covering_bucket (guint seconds, guint scan_seconds, guint *bucket)
 {
   for (guint i = 0; i < KSTALED_N_BUCKETS; i++)
     if ((guint64) kstaled_bucket_scans[i] * MAX (scan_seconds, 1) >= seconds)
-      return i;
-  return KSTALED_N_BUCKETS - 1;
+      {
+        *bucket = i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+guint
+kstaled_cold_bucket (guint seconds, guint scan_seconds)
+{
+  guint bucket;
+
+  return kstaled_covering_bucket (seconds, scan_seconds, &bucket)
+         ? bucket : KSTALED_N_BUCKETS - 1;
 }
 
 typedef struct {
   guint64 promoted_kib;         /* swap-ins, faults, stale drop */
+  guint64 refaulted_kib;        /* swap-ins and stale drop */
+  gint64 elapsed_us;            /* since the last call's sample */
   gboolean pressure;            /* grow in proportion */
   gboolean emergency;           /* go to the maximum */
   KstaledReason reason;
@@ -136,6 +150,8 @@ measure_pressure (const KstaledPolicyConfig *config,
                                       mul_sat (faults, KSTALED_FAULT_KIB)),
                              d->stale_drop_kib);
   d->shortfall_kib = p->promoted_kib;
+  p->refaulted_kib = add_sat (swapped_in, d->stale_drop_kib);
+  p->elapsed_us = elapsed;
 
   p->emergency = TRUE;
   if (oom_kills > 0)
@@ -177,18 +193,20 @@ measure_pressure (const KstaledPolicyConfig *config,
     p->pressure = FALSE;
 }
 
-/* Idle memory in KiB of the cold bucket, never above @used: the guest's
- * numbers are not trusted to be consistent. */
+/* Idle memory in KiB of the cold bucket that the host gets back, never
+ * above @used: the guest's numbers are not trusted to be consistent. */
 static guint64
 idle_kib (const KstaledPolicyConfig *config, const KstaledReport *report,
           guint bucket, guint64 used)
 {
-  guint reclaimable = (1u << KSTALED_IDLE_CLEAN) |
-                      (1u << KSTALED_IDLE_DIRTY_FILE);
+  guint file = (1u << KSTALED_IDLE_CLEAN) | (1u << KSTALED_IDLE_DIRTY_FILE);
+  guint64 swap_backed = kstaled_report_idle_bytes (report, bucket,
+                                                   1u << KSTALED_IDLE_DIRTY_SWAP)
+                        / 1024;
 
-  if (config->reclaim_swap_backed)
-    reclaimable |= 1u << KSTALED_IDLE_DIRTY_SWAP;
-  return MIN (kstaled_report_idle_bytes (report, bucket, reclaimable) / 1024,
+  return MIN (add_sat (kstaled_report_idle_bytes (report, bucket, file) / 1024,
+                       percent_of (swap_backed,
+                                   config->swap_backed_reclaim_percent)),
               used);
 }
 
@@ -208,6 +226,7 @@ estimate (const KstaledPolicyConfig *config, const KstaledPolicyInput *input,
   const KstaledBalloonStats *st = &input->stats;
   const guint all_kinds = (1u << KSTALED_N_IDLE_KINDS) - 1;
   guint scan_seconds, bucket, relaxed;
+  gboolean has_relaxed;
   guint64 recent_idle, active;
 
   if (report == NULL || !report->has_report)
@@ -220,8 +239,9 @@ estimate (const KstaledPolicyConfig *config, const KstaledPolicyInput *input,
   scan_seconds = report->scan_seconds ? report->scan_seconds
                                       : config->scan_seconds;
   bucket = kstaled_cold_bucket (d->cold_age, scan_seconds);
-  relaxed = kstaled_cold_bucket (MAX (config->relaxed_cold_age, d->cold_age),
-                                 scan_seconds);
+  has_relaxed = kstaled_covering_bucket (MAX (config->relaxed_cold_age,
+                                              d->cold_age),
+                                         scan_seconds, &relaxed);
   d->cold_age_scans = kstaled_bucket_scans[bucket];
   d->report_age_ms = report->report_age_ms;
   d->guest_scans = report->guest_scans;
@@ -238,7 +258,9 @@ estimate (const KstaledPolicyConfig *config, const KstaledPolicyInput *input,
 
   e->used = st->available > st->unused ? st->available - st->unused : 0;
   d->idle_kib = idle_kib (config, report, bucket, e->used);
-  e->long_cold = idle_kib (config, report, relaxed, e->used);
+  /* Nothing is known to be cold for longer than the oldest bucket. */
+  e->long_cold = has_relaxed ? idle_kib (config, report, relaxed, e->used)
+                             : 0;
   recent_idle = MIN (kstaled_report_idle_bytes (report, 0, all_kinds) / 1024,
                      e->used);
   active = e->used - recent_idle;
@@ -480,6 +502,59 @@ remember_pressure (const KstaledPolicyConfig *config,
                  (gint64) MAX (config->max_pressure_holdoff,
                                config->pressure_holdoff));
   state->holdoff_until_us = input->now_us + holdoff * G_USEC_PER_SEC;
+  state->step_pending = FALSE;
+}
+
+/* Whether the guest refaulted (swap-ins and stale drop) at less than the
+ * promotion target since the last call. */
+static gboolean
+calm (const KstaledPolicyConfig *config, const KstaledDecision *d,
+      const Pressure *p)
+{
+  if (p->refaulted_kib == 0)
+    return TRUE;
+  if (d->working_set_kib == 0 || p->elapsed_us <= 0)
+    return FALSE;
+  return (double) p->refaulted_kib * 1e6 / (double) d->working_set_kib *
+         (60.0 * G_USEC_PER_SEC) / (double) p->elapsed_us <
+         config->promotion_target_ppm;
+}
+
+/* Whether a hold-off runs: until its time is up and then until a whole
+ * guest scan has passed with refaults under the promotion target, as a
+ * timer alone can end it in the middle of a working-set change. */
+static gboolean
+holding_off (KstaledPolicyState *state, gint64 now_us, guint64 guest_scans,
+             KstaledDecision *d)
+{
+  if (state->holdoff_until_us == 0)
+    return FALSE;
+  if (now_us < state->holdoff_until_us)
+    {
+      d->holdoff_left_us = state->holdoff_until_us - now_us;
+      return TRUE;
+    }
+  if (guest_scans < state->calm_from_scans)
+    return TRUE;
+  state->holdoff_until_us = 0;
+  return FALSE;
+}
+
+/* Whether the last shrink step still awaits its evidence: a whole guest
+ * scan run after the balloon got there, whose report and balloon
+ * statistics show what the step cost before the next one is taken. */
+static gboolean
+awaiting_evidence (KstaledPolicyState *state, gboolean under_way,
+                   guint64 guest_scans)
+{
+  if (!state->step_pending || under_way)
+    return state->step_pending;
+  if (state->evidence_scans == 0)
+    state->evidence_scans = guest_scans + 2;
+  if (guest_scans < state->evidence_scans)
+    return TRUE;
+  state->step_pending = FALSE;
+  return FALSE;
 }
 
 /* Asks the host for @want_kib; FALSE with HOST_FULL if it backs nothing. */
@@ -537,7 +612,7 @@ kstaled_decide (const KstaledPolicyConfig *config,
   KstaledReason missing_reason = KSTALED_REASON_NO_STATS;
   gboolean have_estimate;
   guint64 actual, hysteresis, grow;
-  gboolean under_way;
+  gboolean under_way, awaiting;
 
   measure_pressure (config, input, state, d, &p);
   if (!input->stats.has_actual || input->max_memory_kib == 0)
@@ -579,6 +654,10 @@ kstaled_decide (const KstaledPolicyConfig *config,
    * of it: the next decision would cut it short or start from a balloon
    * that has not settled. */
   under_way = settling (state, input->now_us, actual);
+  /* The scan in progress may have started before the refaults: only the
+   * one after it counts as calm. */
+  if (have_estimate && !calm (config, d, &p))
+    state->calm_from_scans = d->guest_scans + 2;
   if (input->rebooted)
     {
       state->request_kib = 0;
@@ -627,6 +706,7 @@ kstaled_decide (const KstaledPolicyConfig *config,
         d->reason = missing_reason;
       return;
     }
+  awaiting = awaiting_evidence (state, under_way, d->guest_scans);
 
   hysteresis = MAX (config->hysteresis_kib,
                     percent_of (actual, config->hysteresis_percent));
@@ -638,21 +718,27 @@ kstaled_decide (const KstaledPolicyConfig *config,
       else if (d->target_kib - actual < hysteresis && actual >= d->floor_kib)
         d->reason = KSTALED_REASON_HYSTERESIS;
       else if (deflate (input, d, d->target_kib, KSTALED_REASON_GROW))
-        remember_request (state, input->now_us, d);
+        {
+          remember_request (state, input->now_us, d);
+          state->step_pending = FALSE;
+        }
     }
   /* At or above the target.  A step under way is waited for even when
    * the target has come up to the balloon. */
   else if (d->target_kib < actual && d->guest_scans < d->cold_age_scans)
     d->reason = KSTALED_REASON_WARMING_UP;
-  else if (d->target_kib < actual && input->now_us < state->holdoff_until_us)
-    {
-      d->reason = KSTALED_REASON_HOLDOFF;
-      d->holdoff_left_us = state->holdoff_until_us - input->now_us;
-    }
+  else if (d->target_kib < actual &&
+           holding_off (state, input->now_us, d->guest_scans, d))
+    d->reason = KSTALED_REASON_HOLDOFF;
   else if (under_way)
     settle (state, d);
   else if (actual - d->target_kib < MAX (hysteresis, 1))
     d->reason = KSTALED_REASON_HYSTERESIS;
+  else if (awaiting)
+    {
+      d->reason = KSTALED_REASON_AWAITING_SCAN;
+      d->evidence_scans = state->evidence_scans;
+    }
   else
     {
       d->reason = KSTALED_REASON_SHRINK;
@@ -660,6 +746,8 @@ kstaled_decide (const KstaledPolicyConfig *config,
       d->new_kib = actual - MIN (config->max_step_kib,
                                  actual - d->target_kib);
       remember_request (state, input->now_us, d);
+      state->step_pending = TRUE;
+      state->evidence_scans = 0;
     }
 }
 
@@ -731,6 +819,7 @@ static const char *const reason_names[] = {
   [KSTALED_REASON_WARMING_UP] = "warming-up",
   [KSTALED_REASON_HOLDOFF] = "holdoff",
   [KSTALED_REASON_SETTLING] = "settling",
+  [KSTALED_REASON_AWAITING_SCAN] = "awaiting-scan",
   [KSTALED_REASON_HYSTERESIS] = "hysteresis",
   [KSTALED_REASON_GROW] = "grow",
   [KSTALED_REASON_SHRINK] = "shrink",
@@ -854,10 +943,19 @@ explain (const KstaledDecision *d)
                               "not shrinking", d->guest_scans,
                               d->cold_age_scans);
     case KSTALED_REASON_HOLDOFF:
+      if (d->holdoff_left_us == 0)
+        return g_strdup ("pressure seen recently; not shrinking before a "
+                         "whole guest scan passes with swap-ins and stale "
+                         "drops under the promotion target");
       return g_strdup_printf ("pressure seen recently; not shrinking for %"
                               G_GINT64_FORMAT " s",
                               (d->holdoff_left_us + G_USEC_PER_SEC - 1) /
                               G_USEC_PER_SEC);
+    case KSTALED_REASON_AWAITING_SCAN:
+      return g_strdup_printf ("guest at scan %" G_GUINT64_FORMAT "; the "
+                              "next step waits for scan %" G_GUINT64_FORMAT
+                              " to show what the last one cost",
+                              d->guest_scans, d->evidence_scans);
     case KSTALED_REASON_SETTLING:
       return g_strdup_printf ("balloon still on its way to %" G_GUINT64_FORMAT
                               " MiB; not shrinking further yet",

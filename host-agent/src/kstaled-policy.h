@@ -35,8 +35,12 @@
  * limit cycle cannot recur.
  *
  * Shrinking happens in steps of at most max-step, only above the hysteresis,
- * not while a hold-off runs, and only as far as the host arbiter wants it:
- * a relaxed host takes only memory cold for host-relaxed-cold-age, a short
+ * each only once a whole guest scan has run after the last one settled (its
+ * report and the balloon statistics then show what the step cost), not
+ * while a hold-off runs (it ends once its time is up and a whole scan has
+ * passed with swap-ins and stale drops under the promotion target), and
+ * only as far as the host arbiter wants it: a relaxed host takes only
+ * memory cold for relaxed-cold-age (none if no bucket is that old), a short
  * host takes its shortfall from the coldest domains, a critical one takes
  * every domain to its working set plus critical headroom.  Deflations are
  * granted only as far as the host can back them.  A guest reboot deflates
@@ -86,7 +90,10 @@ typedef struct {
   guint pressure_holdoff;       /* seconds without inflation after pressure */
   guint max_pressure_holdoff;   /* seconds; the doubling stops there */
   guint pressure_memory;        /* seconds a pressure point is remembered */
-  gboolean reclaim_swap_backed; /* count idle anonymous memory as reclaimable */
+  /* Of idle swap-backed memory, the share the host gets back when the
+   * guest swaps it out: 0 without swap, 100 with swap on a disk, less the
+   * compressed residue with zram (50 at 2:1). */
+  guint swap_backed_reclaim_percent;
 } KstaledPolicyConfig;
 
 /* How long an inflation step may take before the next one is decided. */
@@ -129,7 +136,15 @@ typedef struct {
   guint64 major_fault;
   gboolean has_counters;
   KstaledGuestCounters counters;
+  /* The hold-off runs until holdoff_until_us and then until a whole guest
+   * scan has passed with swap-ins and stale drops under the promotion
+   * target (guest_scans reaches calm_from_scans); 0 when none runs. */
   gint64 holdoff_until_us;
+  guint64 calm_from_scans;
+  /* After a shrink step, no further one before guest_scans reaches
+   * evidence_scans: a whole scan after the balloon got there. */
+  gboolean step_pending;
+  guint64 evidence_scans;
   /* The last balloon size asked for, either way, until the balloon gets
    * there; 0 with the balloon at rest. */
   guint64 request_kib;
@@ -172,6 +187,7 @@ typedef enum {
   KSTALED_REASON_WARMING_UP,        /* fewer guest scans than the cold age */
   KSTALED_REASON_HOLDOFF,
   KSTALED_REASON_SETTLING,          /* the last inflation is under way */
+  KSTALED_REASON_AWAITING_SCAN,     /* no full scan since the last step */
   KSTALED_REASON_HYSTERESIS,
   KSTALED_REASON_GROW,
   KSTALED_REASON_SHRINK,
@@ -216,6 +232,7 @@ typedef struct {
   guint cold_age;                   /* seconds */
   guint cold_age_scans;
   gint64 holdoff_left_us;
+  guint64 evidence_scans;            /* the scan the next step waits for */
   guint64 settle_kib;               /* the inflation under way */
 } KstaledDecision;
 
@@ -227,6 +244,10 @@ void kstaled_policy_decide (const KstaledPolicyConfig *config,
 /* The bucket index of the cold age closest to @seconds at @scan_seconds
  * per scan, never younger than @seconds unless no bucket is that old. */
 guint kstaled_cold_bucket (guint seconds, guint scan_seconds);
+/* The youngest bucket that holds only memory idle for at least @seconds at
+ * @scan_seconds per scan; FALSE if no bucket is that old. */
+gboolean kstaled_covering_bucket (guint seconds, guint scan_seconds,
+                                  guint *bucket);
 
 /* The QMP command that gives the device the settings @decision wants, or
  * NULL if @report shows it has them already. */

@@ -53,6 +53,7 @@ test_overrides (void)
     "min-cold-age=10\n"
     "headroom-mib=256\n"
     "min-memory-mib=1024\n"
+    "swap-backed-reclaim-percent=50\n"
     "[domain web 1]\n"
     "min-memory-mib=2048\n"
     "[domain batch]\n"
@@ -75,6 +76,7 @@ test_overrides (void)
   g_assert_cmpstr (c->host.source, ==, "/sys/fs/cgroup/machine.slice");
   g_assert_cmpuint (c->host.low_percent, ==, 30);
   g_assert_cmpuint (c->defaults.policy.min_memory_kib, ==, 1024 * 1024);
+  g_assert_cmpuint (c->defaults.policy.swap_backed_reclaim_percent, ==, 50);
 
   web = kstaled_config_for_domain (c, "web 1");
   g_assert_true (web->enabled);
@@ -125,6 +127,8 @@ test_rejects (void)
     "[agent]\nhost-memory=proc\n",
     "[agent]\nhost-low-percent=101\n",
     "[policy]\nmax-step-mib=0\n",
+    "[policy]\nswap-backed-reclaim-percent=101\n",
+    "[policy]\nreclaim-swap-backed=true\n",
     "[policy]\nheadroom-mib=99999999999999999999\n",
     "[domain x]\nuri=qemu:///system\n",
     "[domain ]\nenabled=true\n",

@@ -263,7 +263,7 @@ test_exclude_balloon_policy (void)
 
   g_assert_no_error (error);
   kstaled_policy_config_init (&config);
-  config.reclaim_swap_backed = TRUE;
+  config.swap_backed_reclaim_percent = 100;
   for (guint i = 0; i < 2; i++)
     {
       KstaledPolicyState state = { 0 };

@@ -85,10 +85,12 @@ decide (Fixture *f)
   g_test_message ("%s", line);
 }
 
+/* Time passes, and the guest scans at its pace. */
 static void
 advance (Fixture *f, guint seconds)
 {
   f->input.now_us += (gint64) seconds * G_USEC_PER_SEC;
+  f->report->guest_scans += seconds / MAX (f->report->scan_seconds, 1);
 }
 
 static void
@@ -110,6 +112,8 @@ test_estimate (Fixture *f, gconstpointer data)
 static void
 test_cold_age_selects_bucket (Fixture *f, gconstpointer data)
 {
+  guint bucket;
+
   (void) data;
   f->config.cold_age = 30;
   decide (f);
@@ -130,6 +134,10 @@ test_cold_age_selects_bucket (Fixture *f, gconstpointer data)
   g_assert_cmpuint (kstaled_cold_bucket (120, 4), ==, 4);
   g_assert_cmpuint (kstaled_cold_bucket (121, 4), ==, 5);
   g_assert_cmpuint (kstaled_cold_bucket (100000, 4), ==, KSTALED_N_BUCKETS - 1);
+  /* only a bucket at least that old covers an age */
+  g_assert_true (kstaled_covering_bucket (480, 2, &bucket));
+  g_assert_cmpuint (bucket, ==, KSTALED_N_BUCKETS - 1);
+  g_assert_false (kstaled_covering_bucket (481, 2, &bucket));
 }
 
 static void
@@ -181,8 +189,56 @@ test_shrink_in_steps (Fixture *f, gconstpointer data)
       g_assert_cmpuint (actual - f->d.new_kib, <=, 512 * MIB);
       actual = f->d.new_kib;
       advance (f, 10);
+      if (actual == 2 * GIB)
+        continue;
+      /* the step is seen done: a whole scan after it comes first */
+      f->input.stats.actual = actual;
+      decide (f);
+      g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_NONE);
+      g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
+      advance (f, 10);
     }
   g_assert_not_reached ();
+}
+
+static void
+test_step_awaits_scan (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 8 * GIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+
+  /* the balloon got there during scan 101 (100 were done): scan 102, the
+   * first to run wholly at the new size, has to report first */
+  f->report->guest_scans = 101;
+  f->input.stats.actual = f->d.new_kib;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
+  g_assert_cmpuint (f->d.evidence_scans, ==, 103);
+  f->report->guest_scans = 102;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
+  f->report->guest_scans = 103;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+
+  /* a guest whose scan count stands still is not shrunk further */
+  f->input.stats.actual = f->d.new_kib;
+  for (int i = 0; i < 10; i++)
+    {
+      f->input.now_us += 60 * G_USEC_PER_SEC;
+      decide (f);
+      g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
+    }
+
+  /* growing ends the wait: the step's evidence is moot */
+  f->input.now_us += 10 * G_USEC_PER_SEC;
+  f->input.stats.unused = 0;
+  f->input.stats.swap_in += 20 * MIB;
+  decide (f);
+  g_assert_cmpint (f->d.action, ==, KSTALED_ACTION_DEFLATE);
+  g_assert_false (f->state.step_pending);
 }
 
 static void
@@ -220,19 +276,27 @@ test_settling (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
   f->config.min_memory_kib = min_memory_kib;
 
-  /* within the slack counts as there: the next step is relative to it */
+  /* within the slack counts as there: after a whole scan at that size,
+   * the next step is relative to it */
   advance (f, 1);
   f->input.stats.actual = 8 * GIB - 256 * MIB + 4;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
+  advance (f, 2);
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
   g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 512 * MIB + 4);
 
-  /* a step the guest cannot finish is given up after the settle time */
+  /* a step the guest cannot finish is given up after the settle time, and
+   * what it did is judged as a finished one's */
   advance (f, KSTALED_SETTLE_SECONDS - 1);
   f->input.stats.actual = 8 * GIB - 300 * MIB;
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SETTLING);
   advance (f, 1);
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
+  advance (f, 2);
   decide (f);
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
   g_assert_cmpuint (f->d.new_kib, ==, 8 * GIB - 556 * MIB);
@@ -422,7 +486,11 @@ test_swap_backed (Fixture *f, gconstpointer data)
     cg->idle[KSTALED_IDLE_DIRTY_SWAP][i] = 4 * GIB * BYTES_PER_KIB;
   decide (f);
   g_assert_cmpuint (f->d.idle_kib, ==, 0);
-  f->config.reclaim_swap_backed = TRUE;
+  /* zram keeping half of what it swaps out gives the host half back */
+  f->config.swap_backed_reclaim_percent = 50;
+  decide (f);
+  g_assert_cmpuint (f->d.idle_kib, ==, 2 * GIB);
+  f->config.swap_backed_reclaim_percent = 100;
   decide (f);
   g_assert_cmpuint (f->d.idle_kib, ==, 4 * GIB);
 }
@@ -576,7 +644,7 @@ test_fault_pressure_and_holdoff (Fixture *f, gconstpointer data)
   f->input.stats.actual = 4 * GIB;
   decide (f);
   g_assert_cmpuint (f->d.major_fault_rate, ==, 99);
-  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_AWAITING_SCAN);
 
   /* 100/s: grow by twice the 1000 faults' 4 KiB pages */
   advance (f, 10);
@@ -611,6 +679,44 @@ test_fault_pressure_and_holdoff (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->state.pressure_repeats, ==, 1);
   g_assert_cmpint (f->state.holdoff_until_us, ==,
                    f->input.now_us + 240 * G_USEC_PER_SEC);
+}
+
+static void
+test_holdoff_ends_on_evidence (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->input.stats.actual = 4 * GIB;
+  f->input.stats.available = 4 * GIB;
+  f->input.stats.unused = 0;
+  decide (f);
+  advance (f, 10);
+  f->input.stats.swap_in += 20 * MIB;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SWAP_IN);
+  f->input.stats.actual = f->d.new_kib;
+
+  /* the 120 s are up, but the guest still swaps in, under the pressure
+   * rate but over the promotion target (0.2 %/min of its 2 GiB working
+   * set: 4.1 MiB/min): the hold-off goes on */
+  for (int i = 0; i < 13; i++)
+    {
+      advance (f, 10);
+      f->input.stats.swap_in += MIB;
+      decide (f);
+      g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOLDOFF);
+    }
+  g_assert_cmpint (f->d.holdoff_left_us, ==, 0);
+  /* a scan later, with a trickle under the target, is not yet a whole
+   * scan after the last swap-ins: the one under way then may have started
+   * before them */
+  advance (f, 1);
+  f->input.stats.swap_in += 16;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_HOLDOFF);
+  advance (f, 1);
+  f->input.stats.swap_in += 16;
+  decide (f);
+  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
 }
 
 static void
@@ -818,6 +924,40 @@ test_host_levels (Fixture *f, gconstpointer data)
 }
 
 static void
+test_relaxed_beyond_buckets (Fixture *f, gconstpointer data)
+{
+  const guint64 idle[KSTALED_N_BUCKETS] = {
+    5 * GIB, 5 * GIB, 4 * GIB, 3 * GIB, 2 * GIB, GIB, GIB, GIB
+  };
+  g_autoptr (KstaledHost) host = kstaled_host_new ();
+  KstaledHostConfig host_config;
+  KstaledHostReading r = { .total_kib = 100 * GIB, .available_kib = 50 * GIB };
+
+  (void) data;
+  kstaled_host_config_init (&host_config);
+  f->input.domain = "vm";
+  f->input.host = host;
+  f->config.max_step_kib = 8 * GIB;
+  f->config.relaxed_cold_age = 480;
+  set_idle (f, idle);
+  kstaled_host_begin_round (host, &host_config, &r);
+
+  /* at 1 s scans the oldest bucket is 240 s: nothing is known to have been
+   * idle for 480 s, and a relaxed host takes only the free 2 GiB */
+  decide (f);
+  g_assert_cmpint (f->d.host_level, ==, KSTALED_HOST_RELAXED);
+  g_assert_cmpuint (f->d.target_kib, ==, 6 * GIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 6 * GIB);
+  /* at 2 s scans 240 scans are 480 s: that bucket's 1 GiB goes too */
+  memset (&f->state, 0, sizeof f->state);
+  f->report->scan_seconds = 2;
+  decide (f);
+  g_assert_cmpuint (f->d.target_kib, ==, 5 * GIB);
+  g_assert_cmpuint (f->d.new_kib, ==, 5 * GIB);
+  kstaled_host_config_clear (&host_config);
+}
+
+static void
 test_counter_reset (Fixture *f, gconstpointer data)
 {
   (void) data;
@@ -827,7 +967,8 @@ test_counter_reset (Fixture *f, gconstpointer data)
   f->input.stats.major_fault = 10;     /* guest rebooted */
   decide (f);
   g_assert_cmpuint (f->d.major_fault_rate, ==, 0);
-  g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
+  g_assert_cmpint (f->d.reason, !=, KSTALED_REASON_MAJOR_FAULTS);
+  g_assert_cmpint (f->d.action, !=, KSTALED_ACTION_DEFLATE);
 }
 
 static void
@@ -930,6 +1071,7 @@ main (int argc, char **argv)
   ADD ("/policy/cold-age-selects-bucket", test_cold_age_selects_bucket);
   ADD ("/policy/device-config", test_device_config);
   ADD ("/policy/shrink-in-steps", test_shrink_in_steps);
+  ADD ("/policy/step-awaits-scan", test_step_awaits_scan);
   ADD ("/policy/settling", test_settling);
   ADD ("/policy/deflation-under-way", test_deflation_under_way);
   ADD ("/policy/hysteresis", test_hysteresis);
@@ -944,10 +1086,12 @@ main (int argc, char **argv)
   ADD ("/policy/warming-up", test_warming_up);
   ADD ("/policy/early-report-pressure", test_early_report_pressure);
   ADD ("/policy/fault-pressure-and-holdoff", test_fault_pressure_and_holdoff);
+  ADD ("/policy/holdoff-ends-on-evidence", test_holdoff_ends_on_evidence);
   ADD ("/policy/pressure-memory", test_pressure_memory);
   ADD ("/policy/emergencies", test_emergencies);
   ADD ("/policy/adaptive-cold-age", test_adaptive_cold_age);
   ADD ("/policy/host-levels", test_host_levels);
+  ADD ("/policy/relaxed-beyond-buckets", test_relaxed_beyond_buckets);
   ADD ("/policy/counter-reset", test_counter_reset);
   ADD ("/policy/reboot", test_reboot);
   ADD ("/policy/format", test_format);

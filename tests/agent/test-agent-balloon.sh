@@ -20,7 +20,7 @@ agent_config --domains "$idle $wake" scan-seconds=1 cold-age=5 min-cold-age=5 \
 	headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
 	stale-drop-mib=16 emergency-stale-drop-percent=5 pressure-holdoff=60 \
-	reclaim-swap-backed=true
+	swap-backed-reclaim-percent=100
 # [domain $wake] comes last: a floor of 256 MiB leaves its page cache
 # resident (and stale) while it is shrunk.
 echo "min-memory-mib=256" >>"$agent_conf"

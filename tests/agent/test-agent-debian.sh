@@ -26,7 +26,7 @@ echo "redis holds $keys keys of $value_bytes B, digest $digest; $hot_keys keys r
 agent_config --domains "$dom" scan-seconds=1 cold-age=15 min-cold-age=15 \
 	headroom-percent=10 headroom-mib=64 \
 	min-memory-mib=$floor_mib hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
-	stale-drop-mib=64 pressure-holdoff=60 reclaim-swap-backed=true
+	stale-drop-mib=64 pressure-holdoff=60 swap-backed-reclaim-percent=100
 agent_start
 start=$SECONDS
 # The idle redis values and idle page cache go: at least 256 MiB back.

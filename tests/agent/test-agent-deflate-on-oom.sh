@@ -15,7 +15,7 @@ trap 'agent_cleanup $?; domain_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=128 \
-	reclaim-swap-backed=true
+	swap-backed-reclaim-percent=100
 console=$(KSTALED_BALLOON_AUTODEFLATE=on domain_start "$domain" 512 "kstaled_vm.run=agent-idle")
 virsh_ dumpxml "$domain" | grep -q "<memballoon model='virtio' autodeflate='on'" ||
 	die "$domain's balloon does not deflate on OOM: $(virsh_ dumpxml "$domain" | grep memballoon)"

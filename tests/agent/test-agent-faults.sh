@@ -16,7 +16,7 @@ libvirt_start
 agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
 	headroom-percent=10 headroom-mib=32 min-memory-mib=128 \
 	hysteresis-mib=16 hysteresis-percent=0 max-step-mib=32 \
-	reclaim-swap-backed=true
+	swap-backed-reclaim-percent=100
 
 console=$(domain_start "$domain" 512 "kstaled_vm.run=agent-idle kstaled_vm.idle_seconds=100000")
 wait_for_file_line "$console" '^memload: ready' 120 ||

@@ -17,7 +17,7 @@ libvirt_start
 # Steps large enough that the guest is still inflating when it is paused.
 agent_config --domains "$dev $nodev" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=10 headroom-mib=32 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 max-step-mib=256 \
-	reclaim-swap-backed=true
+	swap-backed-reclaim-percent=100
 
 dev_mark=$(domain_log_mark "$dev")
 nodev_mark=$(domain_log_mark "$nodev")

@@ -19,7 +19,7 @@ libvirt_start
 # with the default 64 MiB it may stop where nothing needs to be swapped.
 agent_config --domains "$domain" scan-seconds=1 cold-age=5 min-cold-age=5 \
 	min-memory-mib=128 hysteresis-mib=16 hysteresis-percent=0 \
-	reclaim-swap-backed=true \
+	swap-backed-reclaim-percent=100 \
 	stale-drop-mib=0 major-fault-rate=0 shortfall-gain=1000 pressure-holdoff=600
 console=$(domain_start "$domain" 512 "kstaled_vm.run=agent-swap kstaled_vm.idle_seconds=75")
 wait_for_file_line "$console" '^memload: ready' 120 ||

@@ -33,7 +33,7 @@ interval=2
 # the two healthy ones still have steps to go while the third is stopped.
 agent_config --domains "$guests $idle" scan-seconds=1 cold-age=5 min-cold-age=5 headroom-percent=0 headroom-mib=16 \
 	min-memory-mib=64 hysteresis-mib=8 hysteresis-percent=0 max-step-mib=8 \
-	reclaim-swap-backed=true
+	swap-backed-reclaim-percent=100
 sed -i "s/^poll-interval=.*/poll-interval=$interval/" "$agent_conf"
 
 declare -A console
