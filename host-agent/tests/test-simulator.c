@@ -10,15 +10,19 @@
  * touched every poll do not fit for GRACE_POLLS polls in a row (before,
  * its swap absorbs them).  Traces change the regions over time.
  *
- * A trace may put the guest on a host the arbiter sees as relaxed or
- * critical.  For each trace the policy runs every 10 s and the test
- * asserts:
+ * A guest starts as a long-running one does: its scans are long past the
+ * cold age.  A trace may swap to zram, where a swapped-out page keeps a
+ * compressed residue in guest memory, and may put the guest on a host the
+ * arbiter sees as relaxed, short or critical, changing between phases.
+ * For each trace the policy runs every 10 s and the test asserts:
  *   - never below the floor: the balloon never leaves the guest less than
  *     min-memory, nor, GRACE_POLLS after a change, less than its memory
  *     touched every poll; no OOM kill;
  *   - convergence: after each change, the balloon stays within 5 % of the
  *     maximum of where it ends up after the trace's converge_polls (15
- *     minutes; 40 for a burst every 10 minutes, which the cold age takes
+ *     minutes; 20 after a working-set change, whose swap-ins hold the
+ *     policy off until they calm down; 40 for a burst every 10 minutes,
+ *     which the cold age takes
  *     up to four bursts to learn);
  *   - no limit cycle: no inflate/deflate reversal once converged (but
  *     with a leak), and at most the trace's max_reversals in all (2 per
@@ -40,6 +44,8 @@
 /* Polls a guest can live with its hot memory partly swapped out: the
  * policy sees the swap-ins one poll later and acts the poll after. */
 #define GRACE_POLLS 3
+/* The guest has been up this long when the policy first sees it. */
+#define UPTIME_S 3600
 #define KSTALED_DEFAULT_CRITICAL_PERCENT 5
 
 typedef struct {
@@ -51,6 +57,9 @@ typedef struct {
   guint start_s;
   Region regions[MAX_REGIONS];
   double leak_kib_per_min;              /* region 0 grows */
+  /* The host arbiter sees a 64 GiB host with this much available; 0: no
+   * host arbiter (in every phase of the trace). */
+  guint host_free_percent;
 } Phase;
 
 typedef struct {
@@ -60,14 +69,15 @@ typedef struct {
   guint n_phases;
   guint converge_polls;
   guint max_reversals;                  /* per phase */
-  /* The host arbiter sees a 64 GiB host with this much available; 0: no
-   * host arbiter. */
-  guint host_free_percent;
+  /* The guest's swap keeps this much of what it swaps out in its memory
+   * (zram); 0: swap on a disk. */
+  guint zram_residue_percent;
 } Trace;
 
 typedef struct {
   Region regions[MAX_REGIONS];
   double resident[MAX_REGIONS];
+  double residue;                       /* zram's share of a swapped page */
   double swap_in_kib;
   guint64 oom_kills;
   guint short_polls;                    /* in a row without the hot set */
@@ -82,14 +92,20 @@ ages_idle (const Region *r, double resident, double age_s)
   return age_s >= r->period_s ? 0 : resident * (1 - age_s / r->period_s);
 }
 
-/* Reclaims down to @capacity, regions touched least often first. */
+/* Reclaims until the resident pages and zram's residue of the swapped-out
+ * ones fit in @capacity, regions touched least often first. */
 static void
 reclaim (Guest *g, double capacity)
 {
-  double resident = 0;
+  double resident = 0, total = 0;
 
   for (guint i = 0; i < MAX_REGIONS; i++)
-    resident += g->resident[i];
+    {
+      resident += g->resident[i];
+      total += g->regions[i].size_kib;
+    }
+  /* resident + residue x (total - resident) <= capacity */
+  capacity = MAX ((capacity - g->residue * total) / (1 - g->residue), 0);
   while (resident > capacity + 1)
     {
       int victim = -1;
@@ -192,10 +208,7 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
   guint phase = 0;
   g_autoptr (KstaledHost) host = kstaled_host_new ();
   KstaledHostConfig host_config;
-  const KstaledHostReading reading = {
-    .total_kib = (guint64) (64 * GIB),
-    .available_kib = (guint64) (64 * GIB) / 100 * t->host_free_percent,
-  };
+  KstaledHostReading reading = { .total_kib = (guint64) (64 * GIB) };
 
   kstaled_host_config_init (&host_config);
 
@@ -203,6 +216,7 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
   g_ptr_array_add (report->cgroups, g_new0 (KstaledCgroup, 1));
   report->has_report = TRUE;
   report->scan_seconds = 1;
+  g.residue = t->zram_residue_percent / 100.0;
   set_phase (&g, &t->phases[0]);
   for (guint i = 0; i < MAX_REGIONS; i++)
     g.resident[i] = g.regions[i].size_kib;
@@ -219,12 +233,14 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
       run_guest (&g, (double) actual - RESERVE_KIB,
                  (double) stale_age_scans * report->scan_seconds);
       fill_report (&g, report);
-      report->guest_scans = now / MAX (report->scan_seconds, 1);
+      report->guest_scans = (UPTIME_S + now) / MAX (report->scan_seconds, 1);
+      reading.available_kib = reading.total_kib / 100 *
+                              t->phases[phase].host_free_percent;
       kstaled_host_begin_round (host, &host_config, &reading);
 
       input = (KstaledPolicyInput) {
         .domain = t->name,
-        .host = t->host_free_percent ? host : NULL,
+        .host = t->phases[phase].host_free_percent ? host : NULL,
         .report = report,
         .max_memory_kib = max_kib,
         .now_us = (gint64) (now + 1000) * G_USEC_PER_SEC,
@@ -234,16 +250,16 @@ simulate (const Trace *t, const KstaledPolicyConfig *config, guint64 max_kib)
                       .has_alloc_stalls = TRUE },
       };
       {
-        double resident = 0;
+        double used = RESERVE_KIB;
 
         for (guint i = 0; i < MAX_REGIONS; i++)
-          resident += g.resident[i];
+          used += g.resident[i] +
+                  g.residue * (g.regions[i].size_kib - g.resident[i]);
         input.stats = (KstaledBalloonStats) {
           .has_actual = TRUE, .actual = actual,
           .has_available = TRUE, .available = actual,
           .has_unused = TRUE,
-          .unused = (guint64) MAX ((double) actual - RESERVE_KIB - resident,
-                                   0),
+          .unused = (guint64) MAX ((double) actual - used, 0),
           .has_swap_in = TRUE, .swap_in = (guint64) g.swap_in_kib,
           .has_major_fault = TRUE,
         };
@@ -284,7 +300,7 @@ check_trace (const Trace *t)
 
   kstaled_policy_config_init (&config);
   config.min_memory_kib = (guint64) (512 * MIB);
-  config.reclaim_swap_backed = TRUE;
+  config.swap_backed_reclaim_percent = 100 - t->zram_residue_percent;
   polls = simulate (t, &config, max_kib);
 
   for (guint ph = 0; ph < t->n_phases; ph++)
@@ -342,8 +358,8 @@ check_trace (const Trace *t)
                       rate_ppm);
       g_assert_cmpuint (reversals, <=, t->max_reversals);
       /* a critical host takes memory whatever it costs the guest */
-      if (t->host_free_percent == 0 ||
-          t->host_free_percent >= KSTALED_DEFAULT_CRITICAL_PERCENT)
+      if (t->phases[ph].host_free_percent == 0 ||
+          t->phases[ph].host_free_percent >= KSTALED_DEFAULT_CRITICAL_PERCENT)
         g_assert_cmpfloat (rate_ppm, <, PROMOTION_TARGET_PPM);
       total_reversals += reversals;
     }
@@ -357,7 +373,7 @@ check_trace (const Trace *t)
 static void
 test_steady (void)
 {
-  static const Phase phases[] = { { 0, STEADY_REGIONS, 0 } };
+  static const Phase phases[] = { { 0, STEADY_REGIONS, 0, 0 } };
   static const Trace t = { "steady", 2 * 3600, phases, 1, 90, 2, 0 };
 
   check_trace (&t);
@@ -368,8 +384,8 @@ test_relaxed_host (void)
 {
   /* a host with half its memory free takes only what was untouched for
    * 8 minutes: the 2 GiB never touched, not the 512 MiB touched every 5 */
-  static const Phase phases[] = { { 0, STEADY_REGIONS, 0 } };
-  static const Trace t = { "relaxed-host", 2 * 3600, phases, 1, 90, 2, 50 };
+  static const Phase phases[] = { { 0, STEADY_REGIONS, 0, 50 } };
+  static const Trace t = { "relaxed-host", 2 * 3600, phases, 1, 90, 2, 0 };
 
   check_trace (&t);
 }
@@ -378,8 +394,8 @@ static void
 test_critical_host (void)
 {
   /* a host with 3 % free takes all but the hot memory and 32 MiB */
-  static const Phase phases[] = { { 0, STEADY_REGIONS, 0 } };
-  static const Trace t = { "critical-host", 2 * 3600, phases, 1, 90, 2, 3 };
+  static const Phase phases[] = { { 0, STEADY_REGIONS, 0, 3 } };
+  static const Trace t = { "critical-host", 2 * 3600, phases, 1, 90, 2, 0 };
 
   check_trace (&t);
 }
@@ -389,11 +405,11 @@ test_phase_change (void)
 {
   /* after an hour the idle 2 GiB become hot and the hot 1 GiB idle */
   static const Phase phases[] = {
-    { 0, STEADY_REGIONS, 0 },
+    { 0, STEADY_REGIONS, 0, 0 },
     { 3600, { { 1 * GIB, 0 }, { 512 * MIB, 300 }, { 2 * GIB, 5 }, { 0, 0 } },
-      0 },
+      0, 0 },
   };
-  static const Trace t = { "phase-change", 2 * 3600, phases, 2, 90, 2, 0 };
+  static const Trace t = { "phase-change", 2 * 3600, phases, 2, 120, 2, 0 };
 
   check_trace (&t);
 }
@@ -404,7 +420,7 @@ test_slow_leak (void)
   /* the hot set grows by 1 MiB a minute for three hours */
   static const Phase phases[] = {
     { 0, { { 512 * MIB, 5 }, { 256 * MIB, 300 }, { 2 * GIB, 0 }, { 0, 0 } },
-      1 * MIB },
+      1 * MIB, 0 },
   };
   static const Trace t = { "slow-leak", 3 * 3600, phases, 1, 90, 2, 0 };
 
@@ -418,9 +434,37 @@ test_burst (void)
    * age has to learn to keep it */
   static const Phase phases[] = {
     { 0, { { 1 * GIB, 5 }, { 1 * GIB, 600 }, { 1 * GIB, 0 }, { 0, 0 } },
-      0 },
+      0, 0 },
   };
   static const Trace t = { "burst", 4 * 3600, phases, 1, 240, 3, 0 };
+
+  check_trace (&t);
+}
+
+static void
+test_zram (void)
+{
+  /* the steady guest swapping to zram, which keeps half of each page it
+   * swaps out: the idle memory is worth half as much to the host, and the
+   * residue must not push the hot set out */
+  static const Phase phases[] = { { 0, STEADY_REGIONS, 0, 0 } };
+  static const Trace t = { "zram", 2 * 3600, phases, 1, 90, 2, 50 };
+
+  check_trace (&t);
+}
+
+static void
+test_host_changes (void)
+{
+  /* the host goes from relaxed (50 % free) to short (10 %) and back: the
+   * short host takes memory cold for the adaptive age, the relaxed one
+   * gives back what was not cold for its 8 minutes */
+  static const Phase phases[] = {
+    { 0, STEADY_REGIONS, 0, 50 },
+    { 2400, STEADY_REGIONS, 0, 10 },
+    { 4800, STEADY_REGIONS, 0, 50 },
+  };
+  static const Trace t = { "host-changes", 7200, phases, 3, 90, 2, 0 };
 
   check_trace (&t);
 }
@@ -435,5 +479,7 @@ main (int argc, char **argv)
   g_test_add_func ("/simulator/phase-change", test_phase_change);
   g_test_add_func ("/simulator/slow-leak", test_slow_leak);
   g_test_add_func ("/simulator/burst", test_burst);
+  g_test_add_func ("/simulator/zram", test_zram);
+  g_test_add_func ("/simulator/host-changes", test_host_changes);
   return g_test_run ();
 }
