@@ -229,19 +229,27 @@ read_small_file (const char *dir, const char *name, GError **error)
 }
 
 /* A cgroup v2 directory (memory.max, memory.high, memory.current), or a
- * cgroup v1 one (memory.limit_in_bytes, memory.usage_in_bytes), as hosts
- * with the hybrid hierarchy (Debian 12 without systemd) have; memory.stat
- * in both. */
+ * cgroup v1 one (memory.limit_in_bytes, memory.soft_limit_in_bytes,
+ * memory.usage_in_bytes), as hosts with the hybrid hierarchy (Debian 12
+ * without systemd) have; memory.stat in both.  v1's soft limit is the
+ * budget memory.high is on v2: it throttles nothing and kills nothing. */
 static gboolean
 read_cgroup (const char *dir, KstaledHostReading *reading, GError **error)
 {
   g_autofree gchar *v2_max = g_build_filename (dir, "memory.max", NULL);
+  g_autofree gchar *v1_soft = g_build_filename (dir,
+                                                "memory.soft_limit_in_bytes",
+                                                NULL);
   const gboolean v2 = g_file_test (v2_max, G_FILE_TEST_EXISTS);
   g_autofree gchar *max = read_small_file (dir, v2 ? "memory.max"
                                                    : "memory.limit_in_bytes",
                                            error);
   g_autofree gchar *high = max == NULL ? NULL
                            : v2 ? read_small_file (dir, "memory.high", error)
+                           : g_file_test (v1_soft, G_FILE_TEST_EXISTS)
+                           ? read_small_file (dir,
+                                              "memory.soft_limit_in_bytes",
+                                              error)
                            : g_strdup ("max");
   g_autofree gchar *current = high == NULL ? NULL
                               : read_small_file (dir, v2 ? "memory.current"

@@ -197,14 +197,16 @@ test_read_cgroup_v1 (void)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("kstaled-host-XXXXXX", &error);
   const char *names[] = { "memory.limit_in_bytes", "memory.usage_in_bytes",
-                          "memory.stat" };
+                          "memory.stat", "memory.soft_limit_in_bytes" };
   /* machine.slice on a cgroup v1 host: 6 GiB limit, 5 GiB used of which
    * 1 GiB inactive page cache; then no limit (what v1 reads back for -1
-   * on x86-64) */
-  const char *limited[] = { "6442450944\n", "5368709120\n", v1_cache };
+   * on x86-64); then no limit but a soft limit of 5.5 GiB, the budget */
+  const char *limited[] = { "6442450944\n", "5368709120\n", v1_cache, NULL };
   const char *unlimited[] = { "9223372036854771712\n", "5368709120\n",
-                              v1_cache };
-  const char *none[] = { NULL, NULL, NULL };
+                              v1_cache, "9223372036854771712\n" };
+  const char *soft[] = { "9223372036854771712\n", "5368709120\n",
+                         v1_cache, "5905580032\n" };
+  const char *none[] = { NULL, NULL, NULL, NULL };
   KstaledHostConfig config;
   KstaledHostReading r;
 
@@ -212,16 +214,20 @@ test_read_cgroup_v1 (void)
   kstaled_host_config_init (&config);
   g_free (config.source);
   config.source = g_strdup (dir);
-  write_files (dir, names, limited, 3);
+  write_files (dir, names, limited, 4);
   g_assert_true (kstaled_host_read (&config, &r, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (r.total_kib, ==, 6 * GIB);
   g_assert_cmpuint (r.available_kib, ==, 2 * GIB);
   g_assert_false (r.has_psi);
-  write_files (dir, names, unlimited, 3);
+  write_files (dir, names, soft, 4);
+  g_assert_true (kstaled_host_read (&config, &r, &error));
+  g_assert_cmpuint (r.total_kib, ==, 5 * GIB + GIB / 2);
+  g_assert_cmpuint (r.available_kib, ==, GIB + GIB / 2);
+  write_files (dir, names, unlimited, 4);
   g_assert_false (kstaled_host_read (&config, &r, &error));
   g_assert_nonnull (error);
-  write_files (dir, names, none, 3);
+  write_files (dir, names, none, 4);
   g_assert_cmpint (g_rmdir (dir), ==, 0);
   kstaled_host_config_clear (&config);
 }
