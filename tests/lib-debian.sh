@@ -16,7 +16,10 @@ debian_image() {
 # debian_start [--without-kstaled] NAME MEMORY_MIB [VCPUS]: start a
 # transient domain from docs/kstaled-debian-domain.xml (fill_domain) on a
 # fresh copy-on-write overlay of the image, so every boot starts from the
-# same disk; the console log path is printed.
+# same disk; the console log path is printed.  KSTALED_DEBIAN_SWAP_MIB
+# adds a second virtio-blk disk of that size (vdb, raw, for swap), and
+# KSTALED_DEBIAN_DISK_CACHE sets both disks' host cache mode (none: the
+# host's page cache holds none of the guest's disk).
 debian_start() {
 	local device_opt=()
 	if [ "$1" = --without-kstaled ]; then
@@ -31,9 +34,17 @@ debian_start() {
 	rm -f "$log" "$disk"
 	qemu-img create -q -f qcow2 -b "$image" -F raw "$disk" ||
 		die "cannot create the overlay $disk on $image"
+	local cache=${KSTALED_DEBIAN_DISK_CACHE:+" cache='$KSTALED_DEBIAN_DISK_CACHE'"} swap_disk=()
+	if [ -n "${KSTALED_DEBIAN_SWAP_MIB:-}" ]; then
+		rm -f "$disk.swap"
+		truncate -s "${KSTALED_DEBIAN_SWAP_MIB}M" "$disk.swap"
+		swap_disk=(-e "\|</disk>|a <disk type='file' device='disk'><driver name='qemu' type='raw'$cache/><source file='$disk.swap'/><target dev='vdb' bus='virtio'/></disk>")
+	fi
 	xml=$(mktemp)
 	fill_domain kstaled-debian-domain.xml "${device_opt[@]}" "$name" "$mib" "$log" \
-		-e "s|@VCPUS@|$vcpus|" -e "s|@DISK@|$disk|" >"$xml"
+		-e "s|@VCPUS@|$vcpus|" -e "s|@DISK@|$disk|" \
+		-e "s|<driver name='qemu' type='qcow2'/>|<driver name='qemu' type='qcow2'$cache/>|" \
+		"${swap_disk[@]}" >"$xml"
 	virsh_ create "$xml" >/dev/null || { rm -f "$xml"; die "virsh create $name failed"; }
 	rm -f "$xml"
 	echo "$log"
@@ -42,7 +53,7 @@ debian_start() {
 # debian_destroy NAME: stop the domain and drop its overlay.
 debian_destroy() {
 	virsh_ destroy "$1" >/dev/null 2>&1 || true
-	rm -f "$KSTALED_CACHE/disk-$1.qcow2"
+	rm -f "$KSTALED_CACHE/disk-$1.qcow2" "$KSTALED_CACHE/disk-$1.qcow2.swap"
 }
 
 # guest_agent NAME JSON: one guest agent command; its "return" is printed.

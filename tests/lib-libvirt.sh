@@ -44,9 +44,11 @@ libvirt_stop() {
 # device's settings), then the template's own through SED-ARG.  The
 # device starts with KSTALED_SCAN_SECONDS (default 1) and
 # KSTALED_STALE_PAGE_AGE (default 5); --without-kstaled leaves it out.
-# KSTALED_BALLOON_AUTODEFLATE=on makes the balloon deflate on OOM.
+# KSTALED_BALLOON_AUTODEFLATE=on makes the balloon deflate on OOM;
+# KSTALED_BALLOON_FREE_PAGE_REPORTING=on makes the guest report its free
+# pages, which the host then discards.
 fill_domain() {
-	local template=$1 drop_device=() emulator
+	local template=$1 drop_device=() emulator balloon_attrs=
 	shift
 	if [ "$1" = --without-kstaled ]; then
 		drop_device=(-e '/^ *<qemu:commandline>$/,/^ *<\/qemu:commandline>$/d')
@@ -55,12 +57,14 @@ fill_domain() {
 	local name=$1 mib=$2 log=$3
 	shift 3
 	emulator=$(guest_qemu)
+	balloon_attrs+=${KSTALED_BALLOON_AUTODEFLATE:+" autodeflate='$KSTALED_BALLOON_AUTODEFLATE'"}
+	balloon_attrs+=${KSTALED_BALLOON_FREE_PAGE_REPORTING:+" freePageReporting='$KSTALED_BALLOON_FREE_PAGE_REPORTING'"}
 	sed -e "s|@NAME@|$name|" -e "s|@MEMORY_MIB@|$mib|g" \
 		-e "s|@CONSOLE_LOG@|$log|" -e "s|@EMULATOR@|$emulator|" \
 		-e "s|@SCAN_SECONDS@|${KSTALED_SCAN_SECONDS:-1}|" \
 		-e "s|@STALE_PAGE_AGE@|${KSTALED_STALE_PAGE_AGE:-5}|" \
 		"${drop_device[@]}" \
-		${KSTALED_BALLOON_AUTODEFLATE:+-e "s|<memballoon model='virtio'>|<memballoon model='virtio' autodeflate='$KSTALED_BALLOON_AUTODEFLATE'>|"} \
+		-e "s|<memballoon model='virtio'>|<memballoon model='virtio'$balloon_attrs>|" \
 		"$@" "$KSTALED_TOP/docs/$template"
 }
 
@@ -120,4 +124,23 @@ wait_for_file_line() {
 # balloon's current size as QEMU reports it).
 domain_kib() {
 	virsh_ dommemstat "$1" | awk -v k="$2" '$1 == k { print $2 }'
+}
+
+# domain_qemu_pid NAME: the pid of the QEMU that runs domain NAME.
+domain_qemu_pid() {
+	cat "/run/libvirt/qemu/$1.pid"
+}
+
+# qemu_rss_kib PID GUEST_MIB: what the host holds for a QEMU, in KiB, as
+# "GUEST_RAM OWN": the resident set of its guest-RAM mapping (the one
+# mapping of exactly the guest's size) and of all its other mappings
+# (QEMU's own memory: under TCG mostly the translation buffer).
+qemu_rss_kib() {
+	awk -v ram=$(($2 * 1024)) '
+		/^Size:/ { size = $2 }
+		/^Rss:/ { if (size == ram) { guest += $2; n++ } else own += $2 }
+		END {
+			if (n != 1) { print "no single guest-RAM mapping of " ram " KiB" > "/dev/stderr"; exit 1 }
+			print guest, own
+		}' "/proc/$1/smaps"
 }

@@ -1,8 +1,9 @@
 #!/bin/bash
-# The Debian 12 guest image, booted once under libvirt, checked three
+# The Debian 12 guest image, booted once under libvirt, checked four
 # ways in turn (each check is one function below, with its own comment):
-# the boot itself, the cgroups query-kstaled reports, and kstaled's idle
-# memory of a redis-server against what redis holds.  One boot of the
+# the boot itself, the cgroups query-kstaled reports, kstaled's idle
+# memory of a redis-server against what redis holds, and free page
+# reporting seen from the host.  One boot of the
 # guest under TCG costs about half a minute, so the checks share it; none
 # changes what the next one looks at, except that the cgroup check runs
 # before redis is filled.
@@ -142,11 +143,41 @@ check_redis() {
 	[ "$(guest_sh "$dom" 'systemctl is-active redis-reader')" = active ] || die "the reader stopped"
 }
 
+# check_free_page_reporting: the guest allocates and writes 384 MiB, then
+# frees it; free page reporting (on in this domain's <memballoon>) hands
+# the freed memory back, which the host sees as the guest-RAM mapping of
+# QEMU shrinking by at least 256 MiB within 60 s.  Without the feature
+# the mapping keeps what the guest once touched.  Prints the host's view.
+check_free_page_reporting() {
+	local pid before during after deadline given_back rss start
+	pid=$(domain_qemu_pid "$dom")
+	read -r before _ < <(qemu_rss_kib "$pid" $mem_mib)
+	guest_sh "$dom" 'systemd-run --unit=fpr-alloc stress-ng --vm 1 --vm-bytes 384M --vm-keep --timeout 20s' >/dev/null ||
+		die "cannot start stress-ng in the guest"
+	deadline=$((SECONDS + 60))
+	during=$before
+	while [ "$(guest_sh "$dom" 'systemctl is-active fpr-alloc' || true)" = active ]; do
+		[ $SECONDS -lt "$deadline" ] || die "stress-ng ran past 60 s"
+		read -r rss _ < <(qemu_rss_kib "$pid" $mem_mib)
+		[ "$rss" -le "$during" ] || during=$rss
+		sleep 1
+	done
+	start=$SECONDS deadline=$((SECONDS + 60))
+	while read -r after _ < <(qemu_rss_kib "$pid" $mem_mib) &&
+		given_back=$((during - after)) && [ $given_back -lt $((256 * 1024)) ]; do
+		[ $SECONDS -lt "$deadline" ] ||
+			die "guest RAM resident on the host: $((before >> 10)) MiB before, $((during >> 10)) MiB with 384 MiB written, still $((after >> 10)) MiB 60 s after it was freed"
+		sleep 1
+	done
+	echo "guest RAM resident on the host: $((before >> 10)) MiB before, $((during >> 10)) MiB with 384 MiB written, $((after >> 10)) MiB $((SECONDS - start)) s after it was freed ($((given_back >> 10)) MiB given back by free page reporting)"
+}
+
 trap 'debian_destroy $dom; libvirt_stop' EXIT
 libvirt_start
 start=$SECONDS
-debian_boot "$dom" $mem_mib >/dev/null
+KSTALED_BALLOON_FREE_PAGE_REPORTING=on debian_boot "$dom" $mem_mib >/dev/null
 echo "booted to $(guest_sh "$dom" 'systemctl is-system-running') in $((SECONDS - start)) s"
 check_boot
 check_cgroups
 check_redis
+check_free_page_reporting

@@ -38,11 +38,6 @@ wait_for_query() {
 	return 1
 }
 
-# qemu_pid: the domain's QEMU process.
-qemu_pid() {
-	cat "/run/libvirt/qemu/$domain.pid"
-}
-
 # The device's counters as query-kstaled names them: a jq filter.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 kstaled_counters='{reports, "dropped-reports", "deferred-reports", "report-bytes", "request-generation"}'

@@ -34,11 +34,11 @@ kstaled_query '."scan-seconds" == 4 and ."stale-page-age" == 7' >/dev/null ||
 
 wait_for_query '.reports > 0' 60 || die "no report from the guest: $(kstaled_query)"
 counts_before=$(kstaled_query "$kstaled_counters")
-before=$(qemu_pid)
+before=$(domain_qemu_pid "$domain")
 virsh_ save "$domain" "$save" >/dev/null
 virsh_ restore "$save" >/dev/null
 restored_ms=$(date +%s%3N)
-after=$(qemu_pid)
+after=$(domain_qemu_pid "$domain")
 [ "$before" != "$after" ] || die "restore did not start a new QEMU"
 settings=$(kstaled_query '{"scan-seconds", "stale-page-age"}')
 echo "after restore (QEMU $before -> $after): $settings"

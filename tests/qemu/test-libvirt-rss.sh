@@ -17,17 +17,15 @@ guest_mib=512
 
 export KSTALED_SCAN_SECONDS=1
 device_domain_start kstaled-qemu-rss
-pid=$(qemu_pid)
+pid=$(domain_qemu_pid "$domain")
 wait_for_query '.reports >= 2' 60 || die "no reports: $(kstaled_query)"
 
-# qemu_own_rss_kib: resident KiB of QEMU's mappings other than guest RAM
-# (the one mapping of exactly the guest's size), which the guest itself
-# fills.
+# qemu_own_rss_kib: resident KiB of QEMU's mappings other than guest RAM,
+# which the guest itself fills.
 qemu_own_rss_kib() {
-	awk -v ram=$((guest_mib * 1024)) '
-		/^Size:/ { size = $2 }
-		/^Rss:/ { if (size != ram) sum += $2 }
-		END { print sum }' "/proc/$pid/smaps"
+	local rss
+	rss=$(qemu_rss_kib "$pid" $guest_mib) || die "cannot read QEMU's memory"
+	echo "${rss#* }"
 }
 
 start=$SECONDS
