@@ -69,6 +69,9 @@ typedef struct {
 
   /* What to do. */
   gboolean read_xml;
+  gboolean needs_device;        /* the kstaled policy: no device, no poll */
+  /* FALSE once known absent and not needed: no monitor command. */
+  gboolean query_device;
   guint stats_period;           /* seconds; 0: leave it */
   gchar *device_command;        /* kstaled-set-config to send, or NULL */
   KstaledDecision decision;     /* JOB_SET_BALLOON: its new_kib */
@@ -515,7 +518,11 @@ poll_domain_io (Job *job)
         }
       job->has_xml = TRUE;
       if (!job->xml.has_device)
-        return;
+        {
+          if (job->needs_device)
+            return;
+          job->query_device = FALSE;
+        }
     }
   if (job->stats_period > 0)
     {
@@ -534,8 +541,12 @@ poll_domain_io (Job *job)
     return;
   if (job->device_command != NULL)
     configure_device (job);
-  read_guest_counters (job);
+  /* A domain without the device gets no monitor command at all: libvirt
+   * would taint it, and the baselines read only the balloon. */
   job->queried = TRUE;
+  if (!job->query_device)
+    return;
+  read_guest_counters (job);
   if (virDomainQemuMonitorCommand (job->dom, QUERY_KSTALED, &reply, 0) < 0)
     {
       job_error (job, "query-kstaled failed");
@@ -805,6 +816,28 @@ check_running (AgentDomain *d, const Job *job)
   return FALSE;
 }
 
+/* A domain whose XML has no kstaled device: the kstaled policy leaves it
+ * alone, the baselines, which read only the balloon, manage it. */
+static void
+mark_without_device (AgentDomain *d, KstaledPolicyMode mode)
+{
+  if (mode == KSTALED_MODE_KSTALED)
+    {
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "no-device", "domain=%s has no kstaled device in "
+                          "its XML; leaving it alone", d->status->name);
+      d->status->device = KSTALED_DEVICE_ABSENT;
+    }
+  else
+    {
+      kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
+                          "no-device", "domain=%s has no kstaled device in "
+                          "its XML; policy=%s needs none", d->status->name,
+                          kstaled_mode_to_string (mode));
+      d->status->device = KSTALED_DEVICE_NOT_NEEDED;
+    }
+}
+
 /* Takes the report from the job; FALSE if the device turned out absent. */
 static gboolean
 take_report (AgentDomain *d, Job *job)
@@ -862,19 +895,16 @@ finish_poll (KstaledAgent *agent, AgentDomain *d, Job *job)
       d->deflate_on_oom = job->xml.deflate_on_oom;
       if (!job->xml.has_device)
         {
-          kstaled_log_domain (G_LOG_LEVEL_MESSAGE, d->status->name, NULL,
-                              "no-device", "domain=%s has no kstaled device "
-                              "in its XML; leaving it alone",
-                              d->status->name);
-          d->status->device = KSTALED_DEVICE_ABSENT;
-          return;
+          mark_without_device (d, dc->policy.mode);
+          if (d->status->device == KSTALED_DEVICE_ABSENT)
+            return;
         }
     }
   if (!job->has_stats || !check_running (d, job))
     return;
   if (!job->queried)
     return;
-  if (!take_report (d, job))
+  if (d->status->device != KSTALED_DEVICE_NOT_NEEDED && !take_report (d, job))
     return;
 
   input.stats = job->stats.balloon;
@@ -1044,6 +1074,12 @@ schedule_poll (KstaledAgent *agent, AgentDomain *d, gboolean urgent)
       return;
     }
   d->logged_disabled = FALSE;
+  /* A reload may have changed whether its policy needs the device. */
+  if ((d->status->device == KSTALED_DEVICE_ABSENT &&
+       dc->policy.mode != KSTALED_MODE_KSTALED) ||
+      (d->status->device == KSTALED_DEVICE_NOT_NEEDED &&
+       dc->policy.mode == KSTALED_MODE_KSTALED))
+    mark_without_device (d, dc->policy.mode);
   if (d->status->device == KSTALED_DEVICE_ABSENT)
     return;
 
@@ -1051,6 +1087,8 @@ schedule_poll (KstaledAgent *agent, AgentDomain *d, gboolean urgent)
   job = job_new (agent, JOB_POLL, d);
   job->urgent = urgent;
   job->read_xml = !d->xml_read;
+  job->needs_device = dc->policy.mode == KSTALED_MODE_KSTALED;
+  job->query_device = d->status->device != KSTALED_DEVICE_NOT_NEEDED;
   if (!d->stats_period_set && !agent->config->dry_run)
     job->stats_period = agent->config->balloon_stats_period;
   job->device_command = g_steal_pointer (&d->device_command);

@@ -14,6 +14,7 @@ static const char *const device_names[] = {
   [KSTALED_DEVICE_UNKNOWN] = "unknown",
   [KSTALED_DEVICE_PRESENT] = "present",
   [KSTALED_DEVICE_ABSENT] = "absent",
+  [KSTALED_DEVICE_NOT_NEEDED] = "not-needed",
 };
 
 /* Short names, for table rows and metric labels. */
@@ -927,7 +928,8 @@ kstaled_status_format_metrics (GPtrArray *domains,
       const KstaledDomainStatus *s = g_ptr_array_index (domains, i);
 
       sample_start (out, "kstaled_domain_managed", s);
-      sample_end (out, s->enabled && s->device == KSTALED_DEVICE_PRESENT);
+      sample_end (out, s->enabled && (s->device == KSTALED_DEVICE_PRESENT ||
+                                      s->device == KSTALED_DEVICE_NOT_NEEDED));
     }
 
   for (guint f = 0; f < G_N_ELEMENTS (decision_metrics); f++)

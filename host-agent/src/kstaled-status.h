@@ -31,6 +31,7 @@ typedef enum {
   KSTALED_DEVICE_UNKNOWN,           /* not queried yet */
   KSTALED_DEVICE_PRESENT,
   KSTALED_DEVICE_ABSENT,            /* left alone */
+  KSTALED_DEVICE_NOT_NEEDED,        /* absent; its policy (a baseline) needs none */
 } KstaledDevicePresence;
 
 typedef struct {

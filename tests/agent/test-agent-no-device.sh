@@ -3,7 +3,8 @@
 # without a monitor command (libvirt would taint it), and the daemon
 # survives what happens around it: a configuration reload,
 # a libvirtd restart, the domain's QEMU killed under it, the domain
-# starting again.
+# starting again.  The baseline policies, which read only the balloon,
+# manage such a domain, without a monitor command either.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
@@ -33,6 +34,18 @@ jq -e --arg d "$domain" '.domains[] | select(.name == $d) | .device == "absent"'
 "$ctl_bin" --state-file "$agent_state" | tee "$agent_dir/table"
 grep -qE "^$domain +absent " "$agent_dir/table" || die "kstaled-ctl does not list $domain"
 "$ctl_bin" --state-file "$agent_state" --json | jq -e '.version == 2' >/dev/null
+
+# MOM's rules need no device: the domain is managed.
+agent_config --domains "$domain" policy=mom
+"$agent_bin" --config "$agent_conf" --once >"$agent_log" 2>&1 ||
+	die "kstaled-agent --once failed: $(cat "$agent_log")"
+grep -q "domain=$domain has no kstaled device in its XML; policy=mom needs none" "$agent_log" ||
+	die "--once did not manage $domain under policy=mom: $(cat "$agent_log")"
+grep -qE "domain=$domain action=[a-z]+ reason=[a-z-]+ .* mode=mom " "$agent_log" ||
+	die "--once made no mom decision about $domain: $(cat "$agent_log")"
+jq -e --arg d "$domain" '.domains[] | select(.name == $d) | .device == "not-needed"' \
+	"$agent_state" >/dev/null || die "state file lacks $domain as not-needed: $(cat "$agent_state")"
+agent_config --domains "$domain"
 
 # As a daemon, with metrics on a free port.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
