@@ -1,78 +1,97 @@
 #!/bin/bash
-# section-6-policies.sh OUTDIR: the balloon policies side by side.  Three
-# Debian guests of 1 GiB under libvirt, their QEMU processes charged to one
-# memory cgroup whose limit (KSTALED_BENCH_BUDGET_MIB, default 2560) is
-# less than the sum of their maxima, each running redis-server with 256 MiB
-# of values (half random, so zram compresses them about 2:1) read by
-# redis-benchmark from a hot set whose size changes on a schedule:
-#   a: 6554 keys (26 MiB), 39322 (154 MiB) at 150 s, 6554 again at 270 s
-#   b: 6554 keys, 39322 at 210 s
-#   c: 19661 keys (77 MiB) throughout
-# Each policy (static, mom, proxmox, kstaled: the agent's policy= modes)
-# boots the guests afresh from the same image, fills them the same way
-# with no limit on the cgroup, then runs KSTALED_BENCH_POLICY_SECONDS
-# (default 420) under the budget.
-# The host is set up for ballooning as docs/balloon-policy.md says: its
-# transparent huge pages are KSTALED_BENCH_HOST_THP (default never,
-# restored at the end), as with THP on the balloons give the host little
-# back; "host" keeps the host's setting, to measure that.
+# section-6-policies.sh OUTDIR: the balloon policies side by side, measured
+# where the host feels them: the resident set of each QEMU's guest-RAM
+# mapping.
+#
+# Arms (docs/balloon-policy.md cites each one's source):
+#   static-fpr   no balloon policy, free page reporting on (what KubeVirt
+#                runs by default): the reference every policy must beat;
+#   mom          oVirt MOM's balloon rules, as vdsm ships them;
+#   proxmox      Proxmox VE's auto-ballooning, balloon_min = min-memory-mib;
+#   kstaled-fpr  the agent's kstaled policy, free page reporting on.
+# The baselines' guests run without the kstaled device, so kstaled does not
+# scan there: the kstaled arm pays for its own scanning.
+#
+# Configurations (KSTALED_BENCH_CONFIGS, default "disk-swap no-swap"):
+#   disk-swap  redis-server with 256 MiB of values (half random), GETs from
+#              a hot set of 26 MiB that jumps to 154 MiB halfway through
+#              the policy window; guest swap on a virtio-blk disk;
+#   no-swap    no guest swap at all (most cloud guests): a 384 MiB file read
+#              in 4 MiB pieces from a hot range of 32 MiB that jumps to
+#              128 MiB halfway; only idle page cache can go.
+# Both disks have cache=none, so the host's page cache holds nothing of
+# the guests'.
+#
+# One run boots one Debian guest of 1024 MiB per arm, all at once (the
+# arms share the machine, its load and its noise), touches all of guest
+# RAM as a long-running guest has (a file written once fills its page
+# cache and stays there, cold), fills the workload, runs it for
+# KSTALED_BENCH_PRE_SECONDS (default 60) without a policy (the guest's own
+# reference), then KSTALED_BENCH_POLICY_SECONDS (default 240) with each
+# arm's agent.  Each arm's QEMU is charged to a memory cgroup of its own
+# (libvirtd outside them) whose soft limit is the arm's budget, set when
+# the policies start so that 12 % of it is free: a host short of memory
+# (under MOM's 20 % pressure threshold, over Proxmox's 80 % target, under
+# the agent's host-low-percent), not a critical one; the hard limit stays
+# off, so the host never kills a QEMU.  Runs repeat
+# KSTALED_BENCH_REPS times (default 3); each repetition puts the arms on
+# other guest slots.  Every 2 s the host samples each QEMU's guest-RAM
+# and own resident memory, its balloon and its cgroup's memory.stat.
+#
 # bench/policies.py turns the runs into OUTDIR/section-6-policies.json;
-# the runs' raw data stay in OUTDIR/section-6-policies/POLICY/.
+# the raw data stay in OUTDIR/section-6-policies/CONFIG/REP/ARM/.
 set -euo pipefail
 . "$(dirname "$0")/lib-bench.sh"
-. "$KSTALED_TOP/bench/lib-bench-agent.sh"
+. "$KSTALED_TOP/tests/lib-libvirt.sh"
 . "$KSTALED_TOP/tests/lib-debian.sh"
 [ $# -eq 1 ] || die "usage: section-6-policies.sh OUTDIR"
+[ -x "${KSTALED_AGENT:-}" ] || die "KSTALED_AGENT is not the agent binary"
 out=$1
 work=$out/section-6-policies
-run_seconds=${KSTALED_BENCH_POLICY_SECONDS:-420}
-# Filled, each guest's QEMU holds about 740 MiB: the budget must hold the
-# three, or the run stops before the policy starts.  Guests are not saved
-# and restored between the policies: a QEMU being saved or restored under
-# a budget grew to its whole guest (6.18 host) and the host killed it.
-budget_mib=${KSTALED_BENCH_BUDGET_MIB:-2560}
+reps=${KSTALED_BENCH_REPS:-3}
+pre_seconds=${KSTALED_BENCH_PRE_SECONDS:-60}
+policy_seconds=${KSTALED_BENCH_POLICY_SECONDS:-240}
+read -ra configs <<<"${KSTALED_BENCH_CONFIGS:-disk-swap no-swap}"
+arms=(static-fpr mom proxmox kstaled-fpr)
+mem_mib=1024 swap_mib=1024 sample_seconds=2 free_percent=12
 thp=/sys/kernel/mm/transparent_hugepage
-bench_thp=${KSTALED_BENCH_HOST_THP:-never}
-# selected_thp: the value selected in transparent_hugepage/enabled.
-selected_thp() {
-	sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled
-}
-host_thp=$(selected_thp)
-policies=(static mom proxmox kstaled)
-guests=(kstaled-bench-a kstaled-bench-b kstaled-bench-c)
-# 4092 B values: with redis' string header they fill jemalloc's 4 KiB
-# class, where 4096 B would take 5 KiB each.
-mem_mib=1024 keys=65536 value_bytes=4092 sample_seconds=5
-# guest seconds hot-keys: the working-set schedule (entries at 0 s first).
-schedule="kstaled-bench-a 0 6554
-kstaled-bench-b 0 6554
-kstaled-bench-c 0 19661
-kstaled-bench-a 150 39322
-kstaled-bench-b 210 39322
-kstaled-bench-a 270 6554"
+host_thp=$(sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled)
+cgroup_root=/sys/fs/cgroup/memory
+[ -d $cgroup_root ] || die "no cgroup v1 memory hierarchy at $cgroup_root"
+cgroup=$cgroup_root/kstaled-bench
 
-# Scripts run in the guests.  fill: 256 MiB of redis values, each 2048 B
-# of random base64 and a fixed pad, named as redis-benchmark -r picks
-# keys (key:%012d).  load: redis-benchmark GETs over the hot set the host
-# writes to /run/bench-hot.  sampler: redis' command count and the guest's
-# paging counters every few seconds.
-fill_script="pad=\$(printf '%$((value_bytes - 2048))s' '' | tr ' ' x)
+# The workloads, run in the guest.  fill-disk-swap: 256 MiB of redis
+# values, 2048 B of random base64 and a pad each (zram would compress them
+# about 2:1), named as redis-benchmark -r picks keys.  load-disk-swap:
+# redis-benchmark GETs over the hot set in /run/bench-hot, one line of
+# its size and p99 latency per batch.  For no-swap: a 384 MiB
+# file, read (4 MiB at a time, direct from the guest's page cache) over the
+# hot MiB in /run/bench-hot.
+keys=65536 value_bytes=4092
+fill_disk_swap="pad=\$(printf '%$((value_bytes - 2048))s' '' | tr ' ' x)
 head -c $((keys * 1536)) /dev/urandom | base64 -w 2048 |
 	awk -v pad=\"\$pad\" '{ printf \"SET key:%012d %s%s\\r\\n\", NR - 1, \$0, pad }' |
 	redis-cli --pipe >/dev/null
 [ \"\$(redis-cli DBSIZE)\" -eq $keys ]"
 # shellcheck disable=SC2016 # expanded in the guest
-load_script='while :; do
-	redis-benchmark -q -t get -r "$(cat /run/bench-hot)" -n 2000 -c 4 >/dev/null 2>&1
-done'
+load_disk_swap='while :; do
+	redis-benchmark -t get -r "$(cat /run/bench-hot)" -n 2000 -c 4 --csv 2>/dev/null |
+		awk -F\" -v t="$(date +%s)" "\$2 == \"GET\" { print t, 2000, \$14 }"
+done >>/run/bench-ops'
+fill_no_swap='head -c 384M /dev/urandom >/root/bench.db && cat /root/bench.db >/dev/null'
 # shellcheck disable=SC2016 # expanded in the guest
-sampler_script='while :; do
-	echo "$(date +%s) commands=$(redis-cli INFO stats |
-		sed -n "s/^total_commands_processed:\([0-9]*\).*/\1/p")" \
-		$(awk "/^(pswpin|workingset_refault_anon|workingset_refault_file|oom_kill) / {
-			print \$1 \"=\" \$2 }" /proc/vmstat)
-	sleep '$sample_seconds'
-done >>/run/bench-samples'
+load_no_swap='while :; do
+	t0=$(date +%s%N)
+	dd if=/root/bench.db of=/dev/null bs=4M count=1 skip=$((RANDOM % ($(cat /run/bench-hot) / 4))) 2>/dev/null
+	echo "$(date +%s) 4 $((($(date +%s%N) - t0) / 1000000))"
+done >>/run/bench-ops'
+# The guest's paging counters every 2 s.
+# shellcheck disable=SC2016 # expanded in the guest
+sampler='while :; do
+	echo "$(date +%s)" $(awk "/^(pswpin|pswpout|workingset_refault_anon|workingset_refault_file|oom_kill) / {
+		print \$1 \"=\" \$2 }" /proc/vmstat)
+	sleep 2
+done >>/run/bench-vmstat'
 
 # guest_script NAME FILE SCRIPT: SCRIPT written to FILE in guest NAME.
 guest_script() {
@@ -89,154 +108,230 @@ wait_all() {
 	done
 }
 
-# The VMs' budget: a memory cgroup of its own holding libvirtd, so that
-# every QEMU it starts is charged to it (libvirt makes no per-VM cgroups
-# on this host).  cgroup v1 here; on v2 memory.max does the same, without
-# the v1 counters (failcnt, oom_kill) the runs record.
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-	cgroup=/sys/fs/cgroup/kstaled-bench cgroup_root=/sys/fs/cgroup
-	limit_file=memory.max usage_file=memory.current unlimited=max
-else
-	cgroup=/sys/fs/cgroup/memory/kstaled-bench cgroup_root=/sys/fs/cgroup/memory
-	limit_file=memory.limit_in_bytes usage_file=memory.usage_in_bytes unlimited=-1
-fi
-# counter FILE [KEY]: the value of KEY's line in FILE, or FILE's one
-# value; 0 where FILE does not exist (the v1 cgroup counters on v2).
-counter() {
-	if [ -f "$1" ]; then
-		awk -v k="${2:-}" 'k == "" || $1 == k { print $NF }' "$1"
-	else
-		echo 0
-	fi
+# arm_mode ARM: the agent's policy= for ARM.
+arm_mode() {
+	case "$1" in
+	static-fpr) echo static ;;
+	kstaled-fpr) echo kstaled ;;
+	*) echo "$1" ;;
+	esac
 }
 
-libvirtd_pid=
+agent_pids=()
+guests=()
 cleanup() {
-	local rc=$1 g
-	agent_cleanup "$rc"
+	local g pid
+	for pid in "${agent_pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
 	for g in "${guests[@]}"; do
 		debian_destroy "$g"
 	done
-	if [ -n "$libvirtd_pid" ]; then
-		echo "$libvirtd_pid" >"$cgroup_root/cgroup.procs" 2>/dev/null || true
-	fi
+	pid=$(pgrep -xo libvirtd) && echo "$pid" >$cgroup_root/cgroup.procs
 	libvirt_stop
+	for g in "$cgroup"/*/; do
+		[ -d "$g" ] || continue
+		while read -r pid; do
+			echo "$pid" >$cgroup_root/cgroup.procs 2>/dev/null || true
+		done <"$g/cgroup.procs"
+		rmdir "$g" 2>/dev/null || true
+	done
 	[ ! -d "$cgroup" ] || rmdir "$cgroup" 2>/dev/null || true
 	echo "$host_thp" >$thp/enabled
 }
-trap 'cleanup $?' EXIT
+trap cleanup EXIT
 
-[ "$bench_thp" = host ] || echo "$bench_thp" >$thp/enabled ||
-	die "cannot set $thp/enabled to $bench_thp"
-log "policies: host transparent huge pages: $(selected_thp)"
+# The host is set up for ballooning as docs/balloon-policy.md says: with
+# transparent huge pages a balloon's 4 KiB holes free nothing.
+echo never >$thp/enabled
 libvirt_start
-libvirtd_pid=$(pgrep -xo libvirtd) || die "no libvirtd process"
 mkdir -p "$cgroup"
-echo "$libvirtd_pid" >"$cgroup/cgroup.procs"
 rm -rf "$work"
-mkdir -p "$work"
-log "policies: running ${policies[*]}, $run_seconds s each"
+log "policies: ${configs[*]}; arms ${arms[*]}; $reps repetitions of $pre_seconds + $policy_seconds s"
 
-for policy in "${policies[@]}"; do
-	dir=$work/$policy
-	mkdir -p "$dir"
-	# The fill's peak is what each QEMU keeps: fill without a limit and
-	# check that the budget holds what the guests were left with.
-	echo $unlimited >"$cgroup/$limit_file"
-	for g in "${guests[@]}"; do
-		debian_boot "$g" $mem_mib >/dev/null &
+# run_rep CONFIG REP DIR: one repetition of CONFIG, its raw data in DIR.
+run_rep() {
+	local config=$1 rep=$2 dir=$3 i arm g slot pid cg budget start t touched jumped=0
+	local -A guest_of
+	guests=()
+	for i in "${!arms[@]}"; do
+		# Each repetition moves every arm to the next slot.
+		slot=$(((i + rep) % ${#arms[@]}))
+		arm=${arms[$i]} g=kstaled-bench-$slot
+		guest_of[$arm]=$g
+		guests+=("$g")
+		mkdir -p "$dir/$arm"
+	done
+	# Each arm's QEMU in a memory cgroup of its own from its first page
+	# (the host's 6.x kernel no longer moves charges between v1 cgroups):
+	# libvirtd starts it from there, and goes back to the root after.
+	local libvirtd_pid logs=()
+	libvirtd_pid=$(pgrep -xo libvirtd) || die "no libvirtd process"
+	for arm in "${arms[@]}"; do
+		local device=() fpr=
+		case "$arm" in *-fpr) fpr=on ;; esac
+		case "$arm" in kstaled-*) ;; *) device=(--without-kstaled) ;; esac
+		mkdir -p "$cgroup/$arm"
+		echo "$libvirtd_pid" >"$cgroup/$arm/cgroup.procs"
+		logs+=("$(KSTALED_BALLOON_FREE_PAGE_REPORTING=$fpr KSTALED_DEBIAN_DISK_CACHE=none \
+			KSTALED_DEBIAN_SWAP_MIB=$([ "$config" = disk-swap ] && echo $swap_mib) \
+			KSTALED_SCAN_SECONDS=2 debian_start "${device[@]}" "${guest_of[$arm]}" $mem_mib)")
+	done
+	echo "$libvirtd_pid" >$cgroup_root/cgroup.procs
+	for i in "${!arms[@]}"; do
+		debian_wait_booted "${guest_of[${arms[$i]}]}" "${logs[$i]}" &
 	done
 	wait_all "a guest did not boot"
-	for g in "${guests[@]}"; do
-		guest_script "$g" /root/bench-fill.sh "$fill_script"
-		guest_script "$g" /root/bench-load.sh "$load_script"
-		guest_script "$g" /root/bench-sampler.sh "$sampler_script"
+	for arm in "${arms[@]}"; do
+		g=${guest_of[$arm]}
+		pid=$(domain_qemu_pid "$g")
+		grep -qx "$pid" "$cgroup/$arm/cgroup.procs" || die "$g's QEMU is not in $cgroup/$arm"
+		echo "$pid" >"$dir/$arm/qemu.pid"
+		echo "$g" >"$dir/$arm/guest"
+		guest_sh "$g" "swapoff -a$([ "$config" = disk-swap ] && echo '; mkswap -q /dev/vdb && swapon /dev/vdb')" >/dev/null ||
+			die "cannot set up $g's swap"
+		case "$arm" in
+		kstaled-*) ;;
+		*)
+			[ "$(guest_sh "$g" 'cat /sys/kernel/mm/kstaled/scan_seconds')" = 0 ] ||
+				die "kstaled scans in $g, a baseline's guest"
+			;;
+		esac
+		# A long-running guest has touched all of its memory, and keeps
+		# what it does not use as page cache, long cold: here a file
+		# written once.
+		guest_sh "$g" "systemd-run --unit=bench-touch dd if=/dev/zero of=/root/bench-cold bs=1M count=$((mem_mib - 320))" >/dev/null ||
+			die "cannot touch $g's memory"
+	done
+	# The most the host held for each while the guest touched it.
+	local -A touched_kib
+	local deadline=$((SECONDS + 120)) touching=1
+	while [ $touching = 1 ]; do
+		[ $SECONDS -lt $deadline ] || die "touching guest memory took over 120 s"
+		touching=0
+		for arm in "${arms[@]}"; do
+			g=${guest_of[$arm]}
+			read -r touched _ < <(qemu_rss_kib "$(cat "$dir/$arm/qemu.pid")" $mem_mib)
+			[ "$touched" -le "${touched_kib[$arm]:-0}" ] || touched_kib[$arm]=$touched
+			[ "$(guest_sh "$g" 'systemctl is-active bench-touch' || true)" != active ] || touching=1
+		done
+		sleep 1
+	done
+	for arm in "${arms[@]}"; do
+		g=${guest_of[$arm]} touched=${touched_kib[$arm]}
+		echo "$touched" >"$dir/$arm/touched-kib"
+		[ "$touched" -ge $((mem_mib * 1024 * 80 / 100)) ] ||
+			die "$g's QEMU held at most $touched KiB of its $mem_mib MiB while the guest touched it"
+		if [ "$config" = disk-swap ]; then
+			guest_script "$g" /root/bench-fill.sh "$fill_disk_swap"
+			guest_script "$g" /root/bench-load.sh "$load_disk_swap"
+			echo 6554 >"$dir/$arm/hot"
+		else
+			guest_script "$g" /root/bench-fill.sh "$fill_no_swap"
+			guest_script "$g" /root/bench-load.sh "$load_no_swap"
+			echo 32 >"$dir/$arm/hot"
+		fi
+		guest_script "$g" /root/bench-vmstat.sh "$sampler"
 		guest_sh "$g" 'sh /root/bench-fill.sh' 900 >/dev/null &
 	done
-	wait_all "filling redis failed"
-	for g in "${guests[@]}"; do
-		guest_sh "$g" 'sync; echo 3 >/proc/sys/vm/drop_caches' >/dev/null
-	done
-	# The overlays' page cache is charged to the cgroup too: each run
-	# starts without it.
-	sync
-	echo 1 >/proc/sys/vm/drop_caches
-	filled_mib=$(($(cat "$cgroup/$usage_file") >> 20))
-	[ "$filled_mib" -lt "$budget_mib" ] ||
-		die "the filled guests hold $filled_mib MiB, more than the $budget_mib MiB budget"
-	echo $((budget_mib << 20)) >"$cgroup/$limit_file"
-	log "policies: $policy: guests filled, $filled_mib MiB of $budget_mib"
-	for g in "${guests[@]}"; do
-		guest_sh "$g" "echo $(awk -v g="$g" '$1 == g && $2 == 0 { print $3 }' <<<"$schedule") >/run/bench-hot &&
+	wait_all "filling the workload failed"
+	for arm in "${arms[@]}"; do
+		g=${guest_of[$arm]}
+		guest_sh "$g" "echo $(cat "$dir/$arm/hot") >/run/bench-hot &&
 			systemd-run --unit=bench-load sh /root/bench-load.sh &&
-			systemd-run --unit=bench-sampler sh /root/bench-sampler.sh" >/dev/null 2>&1 ||
+			systemd-run --unit=bench-vmstat sh /root/bench-vmstat.sh" >/dev/null ||
 			die "cannot start the load in $g"
 	done
 
-	agent_conf=$dir/agent.conf agent_log=$dir/agent.log
-	{
-		printf '[agent]\nuri=%s\npoll-interval=10\nballoon-stats-period=5\n' "$LIBVIRT_URI"
-		printf 'state-file=%s\nhost-memory=%s\n' "$dir/state.json" "$cgroup"
-		printf '[policy]\nenabled=false\npolicy=%s\nmin-memory-mib=256\nswap-backed-reclaim-percent=100\n' "$policy"
-		printf '[domain %s]\nenabled=true\n' "${guests[@]}"
-	} >"$agent_conf"
+	# The host's samples, from the start of the pre-policy window.
 	start=$(date +%s)
-	failcnt0=$(counter "$cgroup/memory.failcnt")
-	oom0=$(counter "$cgroup/memory.oom_control" oom_kill)
-	pswpout0=$(counter /proc/vmstat pswpout)
-	thp_faults0=$(counter /proc/vmstat thp_fault_alloc)
-	agent_start
-	log "policies: $policy running"
-
-	# Host samples: each guest's balloon and the cgroup's usage; the
-	# schedule's changes as they are made.
-	printf 't\t%s\tcgroup-kib\n' "$(IFS=$'\t'; echo "${guests[*]}")" >"$dir/host.tsv"
-	{
-		printf 't\tguest\thot-keys\n'
-		awk '$2 == 0 { printf "0\t%s\t%s\n", $1, $3 }' <<<"$schedule"
-	} >"$dir/schedule.tsv"
-	pending=$(awk -v end="$run_seconds" '$2 > 0 && $2 < end' <<<"$schedule")
-	while now=$(($(date +%s) - start)) && [ "$now" -lt "$run_seconds" ]; do
-		while [ -n "$pending" ] && read -r g at hot <<<"$pending" && [ "$at" -le "$now" ]; do
-			guest_sh "$g" "echo $hot >/run/bench-hot" >/dev/null ||
-				die "cannot change $g's hot set"
-			printf '%s\t%s\t%s\n' "$(($(date +%s) - start))" "$g" "$hot" >>"$dir/schedule.tsv"
-			pending=$(tail -n +2 <<<"$pending")
+	for arm in "${arms[@]}"; do
+		printf 't\tguest-ram-kib\tqemu-own-kib\tballoon-kib\tcgroup-kib\trss-kib\tcache-kib\tinactive-file-kib\n' \
+			>"$dir/$arm/host.tsv"
+	done
+	local policy_at=$((pre_seconds)) jump_at=$((pre_seconds + policy_seconds / 2))
+	local end_at=$((pre_seconds + policy_seconds)) pswpout0
+	pswpout0=$(awk '$1 == "pswpout" { print $2 }' /proc/vmstat)
+	agent_pids=()
+	while t=$(($(date +%s) - start)) && [ "$t" -lt "$end_at" ]; do
+		if [ ${#agent_pids[@]} -eq 0 ] && [ "$t" -ge "$policy_at" ]; then
+			for arm in "${arms[@]}"; do
+				cg=$cgroup/$arm
+				budget=$(($(cat "$cg/memory.usage_in_bytes") * 100 / (100 - free_percent)))
+				echo "$budget" >"$cg/memory.soft_limit_in_bytes"
+				echo "$budget" >"$dir/$arm/budget-bytes"
+				{
+					printf '[agent]\nuri=%s\npoll-interval=10\nballoon-stats-period=2\n' "$LIBVIRT_URI"
+					printf 'state-file=%s\nhost-memory=%s\n' "$dir/$arm/state.json" "$cg"
+					printf '[policy]\nenabled=false\npolicy=%s\nmin-memory-mib=256\n' "$(arm_mode "$arm")"
+					printf 'swap-backed-reclaim-percent=%s\n' "$([ "$config" = disk-swap ] && echo 100 || echo 0)"
+					# kstaled's settings for 1 GiB guests and 4-minute
+					# runs: 2 s scans (cold after 60 s, long cold
+					# after 240 s), 64 MiB steps.
+					printf 'scan-seconds=2\ncold-age=60\nmin-cold-age=30\nrelaxed-cold-age=240\nmax-step-mib=64\n'
+					printf '[domain %s]\nenabled=true\n' "${guest_of[$arm]}"
+				} >"$dir/$arm/agent.conf"
+				"$KSTALED_AGENT" --config "$dir/$arm/agent.conf" --verbose >"$dir/$arm/agent.log" 2>&1 &
+				agent_pids+=($!)
+			done
+			echo "$(($(date +%s) - start))" >"$dir/policy-start"
+		fi
+		if [ $jumped = 0 ] && [ "$t" -ge "$jump_at" ]; then
+			for arm in "${arms[@]}"; do
+				local hot
+				hot=$([ "$config" = disk-swap ] && echo 39322 || echo 128)
+				guest_sh "${guest_of[$arm]}" "echo $hot >/run/bench-hot" >/dev/null ||
+					die "cannot change ${guest_of[$arm]}'s hot set"
+			done
+			echo "$(($(date +%s) - start))" >"$dir/jump"
+			jumped=1
+		fi
+		for arm in "${arms[@]}"; do
+			local ram own balloon stat
+			read -r ram own < <(qemu_rss_kib "$(cat "$dir/$arm/qemu.pid")" $mem_mib) ||
+				die "${guest_of[$arm]}'s QEMU is gone"
+			balloon=$(domain_kib "${guest_of[$arm]}" actual)
+			stat=$(awk '$1 == "total_rss" { r = $2 } $1 == "total_cache" { c = $2 }
+				$1 == "total_inactive_file" { i = $2 } END { printf "%d\t%d\t%d", r / 1024, c / 1024, i / 1024 }' \
+				"$cgroup/$arm/memory.stat")
+			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$ram" "$own" "$balloon" \
+				$(($(cat "$cgroup/$arm/memory.usage_in_bytes") >> 10)) "$stat" >>"$dir/$arm/host.tsv"
 		done
-		row=$now
-		for g in "${guests[@]}"; do
-			row+=$'\t'$(domain_kib "$g" actual 2>/dev/null || true)
+		for pid in "${agent_pids[@]}"; do
+			kill -0 "$pid" 2>/dev/null || die "an agent exited during the run; logs in $dir"
 		done
-		printf '%s\t%s\n' "$row" "$(($(cat "$cgroup/$usage_file") >> 10))" >>"$dir/host.tsv"
-		agent_alive || die "the agent exited during the $policy run; log:
-$(tail -20 "$agent_log")"
 		sleep $sample_seconds
 	done
-	agent_stop
-
-	for g in "${guests[@]}"; do
-		# A guest the host killed has no samples: the report says so.
-		guest_sh "$g" 'cat /run/bench-samples' >"$dir/$g.samples" ||
-			log "policies: $policy: no samples from $g"
-		guest_oom_kills "$g" >"$dir/$g.oom" || true
-		debian_destroy "$g"
+	for pid in "${agent_pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
 	done
-	jq -n --arg policy "$policy" --argjson start "$start" --argjson seconds "$run_seconds" \
-		--argjson mem_kib $((mem_mib * 1024)) --argjson value_bytes $value_bytes \
-		--argjson budget_kib $((budget_mib * 1024)) --argjson filled_kib $((filled_mib * 1024)) \
-		--argjson cgroup_failcnt $(($(counter "$cgroup/memory.failcnt") - failcnt0)) \
-		--argjson cgroup_oom_kills $(($(counter "$cgroup/memory.oom_control" oom_kill) - oom0)) \
-		--argjson host_swap_out $(($(counter /proc/vmstat pswpout) - pswpout0)) \
-		--argjson host_thp_faults $(($(counter /proc/vmstat thp_fault_alloc) - thp_faults0)) \
-		--arg host_thp "$(selected_thp)" \
-		'{policy: $policy, start: $start, seconds: $seconds, "mem-kib": $mem_kib,
-		  "value-bytes": $value_bytes, "budget-kib": $budget_kib,
-		  "filled-kib": $filled_kib,
-		  "cgroup-failcnt": $cgroup_failcnt, "cgroup-oom-kills": $cgroup_oom_kills,
-		  "host-swap-out-pages": $host_swap_out, "host-thp": $host_thp,
-		  "host-thp-faults": $host_thp_faults}' \
+	agent_pids=()
+	for arm in "${arms[@]}"; do
+		g=${guest_of[$arm]}
+		# A guest the host killed has no samples: the report says so.
+		guest_sh "$g" 'cat /run/bench-ops' >"$dir/$arm/ops" || log "policies: no ops from $g"
+		guest_sh "$g" 'cat /run/bench-vmstat' >"$dir/$arm/vmstat" || true
+		guest_oom_kills "$g" >"$dir/$arm/oom" || true
+		debian_destroy "$g"
+		rmdir "$cgroup/$arm" 2>/dev/null || true
+	done
+	jq -n --argjson start "$start" --argjson pre "$pre_seconds" --argjson policy "$policy_seconds" \
+		--argjson mem_kib $((mem_mib * 1024)) --arg config "$config" --arg host_thp "$(sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled)" \
+		--argjson host_swap_out $(($(awk '$1 == "pswpout" { print $2 }' /proc/vmstat) - pswpout0)) \
+		'{config: $config, start: $start, "pre-seconds": $pre, "policy-seconds": $policy,
+		  "mem-kib": $mem_kib, "host-thp": $host_thp, "host-swap-out-pages": $host_swap_out}' \
 		>"$dir/run.json"
-	rm -f "$dir/state.json"
+}
+
+for config in "${configs[@]}"; do
+	case "$config" in
+	disk-swap | no-swap) ;;
+	*) die "unknown configuration $config (disk-swap, no-swap)" ;;
+	esac
+	for rep in $(seq "$reps"); do
+		log "policies: $config, repetition $rep of $reps"
+		run_rep "$config" "$rep" "$work/$config/$rep"
+	done
 done
-/usr/bin/python3 "$KSTALED_TOP/bench/policies.py" "$work" "${policies[@]}" \
-	>"$out/section-6-policies.json"
+/usr/bin/python3 "$KSTALED_TOP/bench/policies.py" "$work" >"$out/section-6-policies.json"
