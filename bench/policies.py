@@ -4,15 +4,16 @@
 
 WORK/CONFIG/REP/ holds run.json, policy-start and jump (seconds since the
 run's start), and per arm ARM/: host.tsv (the host's samples every 2 s),
-touched-kib (the guest-RAM resident set once all of guest RAM was
-touched), budget-bytes, ops ("epoch ops latency-ms" lines: a redis batch
+touched-kib (the most the guest-RAM mapping held while the guest touched
+its memory), budget-bytes, ops ("epoch ops latency-ms" lines: a redis batch
 of 2000 GETs with its p99, or one 4 MiB read with its time), vmstat
 ("epoch counter=value..." lines), oom and agent.log.
 
 Per arm, over its repetitions (mean and min-max):
-  host freed      touched-kib less the mean guest-RAM resident set over
-                  the policy window (and over its last 30 s): what the
-                  host got back, by the policy and free page reporting;
+  host freed      the guest-RAM mapping's mean resident set over the
+                  guest's own pre-policy window less its mean over the
+                  policy window (and over its last 30 s): what the host
+                  got back, by the policy and free page reporting;
   given back      the guest's maximum less its mean balloon size;
   efficiency      host freed / given back (balloon arms only);
   throughput      the guest's ops/s in the policy window / in its own
@@ -139,6 +140,7 @@ def arm_rep(rep_dir, arm, run):
     with open(os.path.join(d, "budget-bytes")) as f:
         budget_kib = int(f.read()) / 1024
     mem = run["mem-kib"]
+    reference = window(host, 0, policy_at, "guest-ram-kib")
     ram = window(host, policy_at, end, "guest-ram-kib")
     ram_last = window(host, end - 30, end, "guest-ram-kib")
     balloon = window(host, policy_at, end, "balloon-kib")
@@ -147,11 +149,13 @@ def arm_rep(rep_dir, arm, run):
     pre_rate, pre_lat = ops_window(ops, start, 10, policy_at, redis)
     rate, lat = ops_window(ops, start, policy_at, end, redis)
     samples = vmstat(read_lines(os.path.join(d, "vmstat")), start)
-    freed = (touched - ram) / MIB if ram is not None else None
+    freed = (reference - ram) / MIB if ram is not None else None
     given = (mem - balloon) / MIB if balloon is not None else None
     return {
         "host-freed-mib": freed,
-        "host-freed-last-mib": (touched - ram_last) / MIB if ram_last is not None else None,
+        "host-freed-last-mib": (reference - ram_last) / MIB if ram_last is not None else None,
+        "pre-policy-mib": reference / MIB,
+        "touched-mib": touched / MIB,
         "freed-percent": 100 * freed * MIB / mem if freed is not None else None,
         "given-back-mib": given,
         "efficiency": freed / given if freed is not None and given and given > 16 else None,
@@ -237,9 +241,9 @@ def main():
                                "lines": first,
                                "styles": {"guest RAM": {"color": "tab:purple", "linewidth": 2},
                                           "balloon": {"color": "black"}}})
-    notes.append("host freed: guest-RAM resident set once all of guest RAM was touched, less "
-                 "its mean over the policy window, as the host sees it (smaps of QEMU's "
-                 "guest-RAM mapping); values are mean [min-max] over the repetitions")
+    notes.append("host freed: the guest-RAM mapping's resident set (smaps of QEMU, as the host "
+                 "sees it) averaged over the guest's own pre-policy window, less its mean "
+                 "under the arm; values are mean [min-max] over the repetitions")
     json.dump({
         "section": 6, "name": "policies",
         "title": "Balloon policies side by side, host memory measured at the host",
