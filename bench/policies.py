@@ -292,7 +292,8 @@ def checks(config, per_arm, floor):
             ("throughput >= 95 %", [(r["throughput-percent"] or 0) >= 95 for r in kst],
              ", ".join(f"{r['throughput-percent'] or 0:.0f} %" for r in kst)),
         ]
-    return [f"{config} target: {name}: {'met' if all(ok) else 'NOT met'} in {count(ok)} ({figs})"
+    return [f"{config} target: {name}: {'met' if all(ok) else 'NOT met'} "
+            f"(met in {count(ok)} repetitions: {figs})"
             for name, ok, figs in items]
 
 
