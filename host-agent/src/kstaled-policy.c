@@ -550,7 +550,7 @@ awaiting_evidence (KstaledPolicyState *state, gboolean under_way,
   if (!state->step_pending || under_way)
     return state->step_pending;
   if (state->evidence_scans == 0)
-    state->evidence_scans = guest_scans + 2;
+    state->evidence_scans = add_sat (guest_scans, 2);
   if (guest_scans < state->evidence_scans)
     return TRUE;
   state->step_pending = FALSE;
@@ -657,7 +657,7 @@ kstaled_decide (const KstaledPolicyConfig *config,
   /* The scan in progress may have started before the refaults: only the
    * one after it counts as calm. */
   if (have_estimate && !calm (config, d, &p))
-    state->calm_from_scans = d->guest_scans + 2;
+    state->calm_from_scans = add_sat (d->guest_scans, 2);
   if (input->rebooted)
     {
       state->request_kib = 0;
