@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """demo-plot.py CSV PNG KEYS HOT_KEYS: the picture of one scripts/demo.sh
 run over time: the guest's used memory, redis' memory by idle age as
-kstaled reports it, the agent's target and the balloon, with redis'
-latency below and the workload's phases shaded."""
+kstaled reports it, the agent's target, the balloon and what the host
+holds of the guest's RAM, with redis' latency below and the workload's
+phases shaded."""
 import csv
 import sys
 
@@ -28,6 +29,8 @@ def main(csv_path, png_path, keys, hot_keys):
                                    gridspec_kw={"height_ratios": [3, 1]})
     mem.plot(t, series("balloon"), label="balloon (guest memory)", color="black", linewidth=2)
     mem.plot(t, series("agent_target"), label="agent target", color="tab:red", linestyle="--")
+    mem.plot(t, series("host_guest_ram"), label="host: resident guest RAM (QEMU's mapping)",
+             color="tab:purple", linewidth=2)
     mem.plot(t, series("guest_used"), label="guest used (MemTotal - MemAvailable)", color="tab:blue")
     for name, label, shade in (("idle_1", ">= 1 scan", "0.85"), ("idle_15", ">= 15 scans", "0.65"),
                                ("idle_60", ">= 60 scans", "0.45")):

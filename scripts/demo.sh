@@ -8,8 +8,11 @@
 # balloons the guest down), then every value for 30 s (the guest reports
 # early and the agent gives the memory back), then the first 1000 again.
 # Every few seconds one line shows the phase, redis' idle memory as kstaled
-# reports it, the guest's used memory, the agent's target, the balloon and
-# redis' latency; at the end a picture of the run over time is written.
+# reports it, the guest's used memory, the agent's target, the balloon,
+# what the host really holds of the guest's RAM (the resident set of
+# QEMU's guest-RAM mapping; free page reporting is on, as KubeVirt has
+# it) and redis' latency; at the end a picture of the run over time is
+# written.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$KSTALED_TOP/tests/lib-libvirt.sh"
@@ -30,7 +33,8 @@ agent_pid=
 trap '[ -z "$agent_pid" ] || kill "$agent_pid" 2>/dev/null; debian_destroy $domain; libvirt_stop' EXIT
 libvirt_start
 log "booting the Debian 12 guest $domain ($mem_mib MiB, disk $(debian_image))"
-console=$(debian_boot "$domain" $mem_mib)
+console=$(KSTALED_BALLOON_FREE_PAGE_REPORTING=on debian_boot "$domain" $mem_mib)
+qemu_pid=$(domain_qemu_pid "$domain")
 log "booted: $(guest_sh "$domain" 'uname -r; systemctl is-system-running' | paste -sd ' ')"
 log "guest console: $console"
 
@@ -63,9 +67,10 @@ log "kstaled-agent started (its decisions are the 'action=' lines below)"
 mib() { echo $((${1:-0} >> 20)); }
 # sample T PHASE: one line on the terminal and one CSV row: redis'
 # memory idle for >= 1, 5, 15 and 60 scans, the guest's used memory, the
-# agent's target, the balloon and the reader's latency.
+# agent's target, the balloon, the host's resident guest RAM and QEMU's
+# own memory, and the reader's latency.
 sample() {
-	local report idle used target actual latency
+	local report idle used target actual latency host_ram qemu_own
 	report=$(virsh_ qemu-monitor-command "$domain" '{"execute":"query-kstaled"}')
 	idle=$(jq -r '[.return.cgroups[] | select(.path == "/system.slice/redis-server.service")][0] as $c |
 		[0, 2, 3, 5] | map($c["idle-clean"][.] + $c["idle-dirty-file"][.] + $c["idle-dirty-swap"][.]) | @tsv' <<<"$report")
@@ -74,13 +79,14 @@ sample() {
 	target=$(jq -r --arg d "$domain" '.domains[] | select(.name == $d) | .decision["target-kib"] // 0' \
 		"$out/state.json" 2>/dev/null || echo 0)
 	actual=$(domain_kib "$domain" actual)
+	read -r host_ram qemu_own < <(qemu_rss_kib "$qemu_pid" $mem_mib)
 	read -r i1 i5 i15 i60 <<<"$idle"
-	echo "$1,$2,$i1,$i5,$i15,$i60,$used,$((target * 1024)),$((actual * 1024)),$latency" >>"$out/demo.csv"
-	printf '%4ds %-9s redis idle >=1 scan %4d, >=15 scans %4d MiB | guest used %4d MiB | agent target %4d MiB | balloon %4d MiB | redis %3d ms\n' \
-		"$1" "$2" "$(mib "$i1")" "$(mib "$i15")" "$(mib "$used")" $((target >> 10)) $((actual >> 10)) "$latency"
+	echo "$1,$2,$i1,$i5,$i15,$i60,$used,$((target * 1024)),$((actual * 1024)),$((host_ram * 1024)),$((qemu_own * 1024)),$latency" >>"$out/demo.csv"
+	printf '%4ds %-9s redis idle >=1 scan %4d, >=15 scans %4d MiB | guest used %4d MiB | agent target %4d MiB | balloon %4d MiB | host holds %4d MiB | redis %3d ms\n' \
+		"$1" "$2" "$(mib "$i1")" "$(mib "$i15")" "$(mib "$used")" $((target >> 10)) $((actual >> 10)) $((host_ram >> 10)) "$latency"
 }
 
-echo "seconds,phase,idle_1,idle_5,idle_15,idle_60,guest_used,agent_target,balloon,redis_ms" >"$out/demo.csv"
+echo "seconds,phase,idle_1,idle_5,idle_15,idle_60,guest_used,agent_target,balloon,host_guest_ram,qemu_own,redis_ms" >"$out/demo.csv"
 start=$SECONDS phase=idle shown=0
 for _ in $(seq $samples); do
 	t=$((SECONDS - start))
