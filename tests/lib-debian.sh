@@ -95,20 +95,28 @@ guest_sh() {
 	return "$(jq -r '.exitcode // 255' <<<"$status")"
 }
 
-# debian_boot NAME MEMORY_MIB [VCPUS]: start the guest and wait until
-# systemd has finished booting (running or degraded); the console log
-# path is printed.
+# debian_boot [--without-kstaled] NAME MEMORY_MIB [VCPUS]: start the
+# guest (debian_start) and wait until it has booted (debian_wait_booted);
+# the console log path is printed.
 debian_boot() {
-	local log state
+	local log name=$1
+	[ "$name" != --without-kstaled ] || name=$2
 	log=$(debian_start "$@")
-	debian_wait_agent "$1" 600 ||
-		die "the guest agent of $1 did not answer within 600 s; console: $(tail -n 20 "$log")"
-	state=$(guest_sh "$1" 'systemctl is-system-running --wait' 600) || true
+	debian_wait_booted "$name" "$log"
+	echo "$log"
+}
+
+# debian_wait_booted NAME CONSOLE: wait until guest NAME's systemd has
+# finished booting (running or degraded).
+debian_wait_booted() {
+	local name=$1 log=$2 state
+	debian_wait_agent "$name" 600 ||
+		die "the guest agent of $name did not answer within 600 s; console: $(tail -n 20 "$log")"
+	state=$(guest_sh "$name" 'systemctl is-system-running --wait' 600) || true
 	case "$state" in
 	running | degraded) ;;
-	*) die "$1 did not finish booting: systemctl is-system-running says '$state'" ;;
+	*) die "$name did not finish booting: systemctl is-system-running says '$state'" ;;
 	esac
-	echo "$log"
 }
 
 # redis_populate NAME KEYS BYTES: fill the guest's redis-server with KEYS
