@@ -93,6 +93,16 @@ advance (Fixture *f, guint seconds)
   f->report->guest_scans += seconds / MAX (f->report->scan_seconds, 1);
 }
 
+/* A balloon of @kib that leaves the guest no free memory: swap-ins and
+ * faults are pressure. */
+static void
+squeeze (Fixture *f, guint64 kib)
+{
+  f->input.stats.actual = kib;
+  f->input.stats.available = kib;
+  f->input.stats.unused = 0;
+}
+
 static void
 test_estimate (Fixture *f, gconstpointer data)
 {
@@ -632,9 +642,7 @@ static void
 test_fault_pressure_and_holdoff (Fixture *f, gconstpointer data)
 {
   (void) data;
-  f->input.stats.actual = 4 * GIB;
-  f->input.stats.available = 4 * GIB;
-  f->input.stats.unused = 0;
+  squeeze (f, 4 * GIB);
   f->config.headroom_percent = 0;
   decide (f);                   /* first sample: no rate yet */
   g_assert_cmpint (f->d.reason, ==, KSTALED_REASON_SHRINK);
@@ -685,9 +693,7 @@ static void
 test_holdoff_ends_on_evidence (Fixture *f, gconstpointer data)
 {
   (void) data;
-  f->input.stats.actual = 4 * GIB;
-  f->input.stats.available = 4 * GIB;
-  f->input.stats.unused = 0;
+  squeeze (f, 4 * GIB);
   decide (f);
   advance (f, 10);
   f->input.stats.swap_in += 20 * MIB;
@@ -723,9 +729,7 @@ static void
 test_pressure_memory (Fixture *f, gconstpointer data)
 {
   (void) data;
-  f->input.stats.actual = 4 * GIB;
-  f->input.stats.available = 4 * GIB;
-  f->input.stats.unused = 0;
+  squeeze (f, 4 * GIB);
   decide (f);
   /* pressure coming back is a repeat while remembered, and the memory
    * doubles with each repeat (1800, 3600, 7200 s) */
