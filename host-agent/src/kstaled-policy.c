@@ -398,6 +398,15 @@ cold_age_failed (const KstaledPolicyConfig *config,
                                 state->cold_failures) * G_USEC_PER_SEC;
 }
 
+/* @kib promoted over @elapsed_us, per minute, in ppm of @working_set_kib
+ * (both non-zero): what the promotion target is set in. */
+static double
+promotion_ppm (guint64 kib, guint64 working_set_kib, gint64 elapsed_us)
+{
+  return (double) kib * 1e6 / (double) working_set_kib *
+         (60.0 * G_USEC_PER_SEC) / (double) elapsed_us;
+}
+
 /* The adaptive cold age: one bucket older on pressure or a promotion rate
  * above twice the target, one younger after a calm adapt-interval. */
 static void
@@ -431,9 +440,8 @@ adapt_cold_age (const KstaledPolicyConfig *config,
   if (elapsed < window || !d->has_estimate || d->working_set_kib == 0)
     return;
   /* promoted memory per minute, in ppm of the working set */
-  rate_ppm = (double) state->adapt_shortfall_kib * 1e6 /
-             (double) d->working_set_kib * (60.0 * G_USEC_PER_SEC) /
-             (double) elapsed;
+  rate_ppm = promotion_ppm (state->adapt_shortfall_kib, d->working_set_kib,
+                           elapsed);
   if (rate_ppm > 2.0 * config->promotion_target_ppm)
     cold_age_failed (config, input, state, highest);
   else if (rate_ppm < config->promotion_target_ppm &&
@@ -515,9 +523,8 @@ calm (const KstaledPolicyConfig *config, const KstaledDecision *d,
     return TRUE;
   if (d->working_set_kib == 0 || p->elapsed_us <= 0)
     return FALSE;
-  return (double) p->refaulted_kib * 1e6 / (double) d->working_set_kib *
-         (60.0 * G_USEC_PER_SEC) / (double) p->elapsed_us <
-         config->promotion_target_ppm;
+  return promotion_ppm (p->refaulted_kib, d->working_set_kib,
+                        p->elapsed_us) < config->promotion_target_ppm;
 }
 
 /* Whether a hold-off runs: until its time is up and then until a whole
