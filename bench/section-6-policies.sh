@@ -55,7 +55,11 @@ read -ra configs <<<"${KSTALED_BENCH_CONFIGS:-disk-swap no-swap}"
 arms=(static-fpr mom proxmox kstaled-fpr)
 mem_mib=1024 swap_mib=1024 sample_seconds=2 free_percent=12
 thp=/sys/kernel/mm/transparent_hugepage
-host_thp=$(sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled)
+# selected_thp: the value selected in transparent_hugepage/enabled.
+selected_thp() {
+	sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled
+}
+host_thp=$(selected_thp)
 cgroup_root=/sys/fs/cgroup/memory
 [ -d $cgroup_root ] || die "no cgroup v1 memory hierarchy at $cgroup_root"
 cgroup=$cgroup_root/kstaled-bench
@@ -321,7 +325,7 @@ run_rep() {
 		rmdir "$cgroup/$arm" 2>/dev/null || true
 	done
 	jq -n --argjson start "$start" --argjson pre "$pre_seconds" --argjson policy "$policy_seconds" \
-		--argjson mem_kib $((mem_mib * 1024)) --arg config "$config" --arg host_thp "$(sed 's/.*\[\(.*\)\].*/\1/' $thp/enabled)" \
+		--argjson mem_kib $((mem_mib * 1024)) --arg config "$config" --arg host_thp "$(selected_thp)" \
 		--argjson host_swap_out $(($(awk '$1 == "pswpout" { print $2 }' /proc/vmstat) - pswpout0)) \
 		'{config: $config, start: $start, "pre-seconds": $pre, "policy-seconds": $policy,
 		  "mem-kib": $mem_kib, "host-thp": $host_thp, "host-swap-out-pages": $host_swap_out}' \
